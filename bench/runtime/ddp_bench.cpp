@@ -1,0 +1,221 @@
+// One run of the DDP benchmark (see run.sh / bench.py): trains a model for a
+// number of steps and prints one "RESULT {...}" JSON line with the median
+// step time. Modes: `ddp` (ddp::DistributedDataParallel, under a launcher's
+// environment), `single` (one process, no DDP), `allreduce` (one bare
+// all-reduce of a tensor as large as all gradients, the communication floor).
+
+#include <ddp/ddp.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/torch.h>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Args {
+  std::string model = "mlp";
+  std::string mode = "ddp";
+  int64_t batch = 8;
+  int steps = 40;
+  int warmup = 8;
+};
+
+Args parse(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::cerr << "ddp_bench: " << a << " needs a value\n";
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    try {
+      if (a == "--model") {
+        args.model = value();
+      } else if (a == "--mode") {
+        args.mode = value();
+      } else if (a == "--batch") {
+        args.batch = std::stoll(value());
+      } else if (a == "--steps") {
+        args.steps = std::stoi(value());
+      } else if (a == "--warmup") {
+        args.warmup = std::stoi(value());
+      } else {
+        std::cerr << "ddp_bench: unknown argument " << a << "\n";
+        std::exit(2);
+      }
+    } catch (const std::logic_error&) {
+      std::cerr << "ddp_bench: bad number for " << a << "\n";
+      std::exit(2);
+    }
+  }
+  if (args.batch <= 0 || args.steps <= 0 || args.warmup < 0) {
+    std::cerr << "ddp_bench: batch and steps must be positive\n";
+    std::exit(2);
+  }
+  return args;
+}
+
+// MLP 512-1024-1024-1024-10: about 3.2M parameters.
+torch::nn::Sequential make_mlp() {
+  return torch::nn::Sequential(
+      torch::nn::Linear(512, 1024), torch::nn::ReLU(), torch::nn::Linear(1024, 1024),
+      torch::nn::ReLU(), torch::nn::Linear(1024, 1024), torch::nn::ReLU(),
+      torch::nn::Linear(1024, 10));
+}
+
+// A small ConvNet with BatchNorm on 3x32x32 inputs. `Norm` is plain
+// BatchNorm2d or ddp::SyncBatchNorm2d.
+template <typename Norm>
+torch::nn::Sequential make_convnet() {
+  namespace nn = torch::nn;
+  return nn::Sequential(
+      nn::Conv2d(nn::Conv2dOptions(3, 16, 3).padding(1)), Norm(16), nn::ReLU(),
+      nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(16, 32, 3).padding(1)),
+      Norm(32), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
+      nn::Linear(32 * 8 * 8, 10));
+}
+
+// CPU time (user + system, all threads: Gloo's included) of this process.
+double cpu_ms() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+  return ms(usage.ru_utime) + ms(usage.ru_stime);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Args args = parse(argc, argv);
+    torch::set_num_threads(1);
+    if (args.mode != "single") {
+      ddp::init(argc, argv);
+    }
+    torch::manual_seed(0);
+    torch::nn::Sequential model;
+    torch::Tensor x;
+    if (args.model == "mlp") {
+      model = make_mlp();
+      x = torch::randn({args.batch, 512});
+    } else if (args.model == "convnet") {
+      model = make_convnet<torch::nn::BatchNorm2d>();
+      x = torch::randn({args.batch, 3, 32, 32});
+    } else if (args.model == "convnet_sync") {
+      model = make_convnet<ddp::SyncBatchNorm2d>();
+      x = torch::randn({args.batch, 3, 32, 32});
+    } else {
+      std::cerr << "ddp_bench: unknown model " << args.model << "\n";
+      return 2;
+    }
+    auto y = torch::randint(0, 10, {args.batch}, torch::kLong);
+    int64_t numel = 0;
+    for (const auto& p : model->parameters()) {
+      numel += p.numel();
+    }
+
+    if (args.mode == "allreduce") {
+      auto pg = ddp::process_group();
+      if (!pg) {
+        std::cerr << "ddp_bench: allreduce mode needs a launcher environment\n";
+        return 2;
+      }
+      auto flat = torch::randn({numel});
+      std::vector<double> times;
+      for (int i = 0; i < args.warmup + args.steps; ++i) {
+        ddp::barrier();
+        const double t0 = now_ms();
+        std::vector<torch::Tensor> tensors{flat};
+        pg->allreduce(tensors)->wait();
+        if (i >= args.warmup) {
+          times.push_back(now_ms() - t0);
+        }
+      }
+      if (ddp::rank() == 0) {
+        std::printf("RESULT {\"mode\": \"allreduce\", \"model\": \"%s\", "
+                    "\"params\": %lld, \"median_ms\": %.4f}\n",
+                    args.model.c_str(), static_cast<long long>(numel),
+                    median(times));
+      }
+      return 0;
+    }
+
+    std::unique_ptr<ddp::DistributedDataParallel<torch::nn::SequentialImpl>> wrapped;
+    if (args.mode == "ddp") {
+      wrapped = std::make_unique<ddp::DistributedDataParallel<torch::nn::SequentialImpl>>(
+          model);
+    } else if (args.mode != "single") {
+      std::cerr << "ddp_bench: unknown mode " << args.mode << "\n";
+      return 2;
+    }
+    torch::optim::SGD opt(model->parameters(),
+                          torch::optim::SGDOptions(0.01).momentum(0.9));
+    std::vector<double> times;
+    double cpu_start = 0;
+    for (int i = 0; i < args.warmup + args.steps; ++i) {
+      if (i == args.warmup) {
+        if (wrapped) {
+          ddp::barrier();
+          wrapped->reset_stats();
+        }
+        cpu_start = cpu_ms();
+      }
+      const double t0 = now_ms();
+      opt.zero_grad();
+      auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+      loss.backward();
+      opt.step();
+      if (i >= args.warmup) {
+        times.push_back(now_ms() - t0);
+      }
+    }
+    const double cpu_per_step = (cpu_ms() - cpu_start) / args.steps;
+    if (!ddp::is_distributed() || ddp::rank() == 0) {
+      ddp::DataParallelStats stats;
+      int64_t buckets = 0;
+      if (wrapped) {
+        stats = wrapped->stats();
+        buckets = wrapped->bucket_count();
+      }
+      std::printf(
+          "RESULT {\"mode\": \"%s\", \"model\": \"%s\", \"batch\": %lld, "
+          "\"params\": %lld, \"median_ms\": %.4f, \"cpu_ms\": %.4f, \"buckets\": %lld, "
+          "\"allreduces_per_step\": %.3f, \"collectives_per_step\": %.3f, "
+          "\"bytes_per_step\": %.1f}\n",
+          args.mode.c_str(), args.model.c_str(),
+          static_cast<long long>(args.batch), static_cast<long long>(numel),
+          median(times), cpu_per_step, static_cast<long long>(buckets),
+          double(stats.allreduces) / args.steps,
+          double(stats.collectives()) / args.steps,
+          double(stats.bytes) / args.steps);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "ddp_bench: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,672 @@
+//===- DeviceMatchers.cpp - R2/R3: CUDA devices chosen by hand ------------===//
+//
+// R2 finds a device chosen as CUDA (kCUDA, "cuda:0", a ternary on
+// torch::cuda::is_available(), a DeviceType variable that may hold kCUDA)
+// wherever it turns into a torch::Device or a TensorOptions. R3 finds
+// `.cuda()` and `.to(<CUDA device>)` on tensors and modules, and names the
+// torch::Device variable visible at that point so the rewriter can say
+// `.to(device)`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddpify/DeviceMatchers.h"
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/ParentMapContext.h"
+#include "clang/ASTMatchers/ASTMatchers.h"
+#include "clang/Basic/SourceManager.h"
+#include "clang/Lex/Lexer.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+namespace ddpify {
+namespace {
+
+// --- What a device expression is -------------------------------------------
+
+const Expr *strip(const Expr *E) {
+  return E ? E->IgnoreUnlessSpelledInSource()->IgnoreParens() : nullptr;
+}
+
+bool isRecordNamed(QualType Type, llvm::StringRef QualifiedName) {
+  const auto *Record =
+      Type.getNonReferenceType().getCanonicalType()->getAsCXXRecordDecl();
+  return Record && Record->getQualifiedNameAsString() == QualifiedName;
+}
+
+bool isDeviceTypeEnum(QualType Type) {
+  const auto *Enum =
+      Type.getNonReferenceType().getCanonicalType()->getAs<EnumType>();
+  return Enum &&
+         Enum->getDecl()->getQualifiedNameAsString() == "c10::DeviceType";
+}
+
+/// `torch::kCUDA`, `at::kCUDA`, `c10::DeviceType::CUDA`; with Kind "CPU" the
+/// CPU spellings.
+bool isDeviceTypeConstant(const Expr *E, llvm::StringRef Kind) {
+  const auto *Ref = dyn_cast_or_null<DeclRefExpr>(strip(E));
+  if (!Ref)
+    return false;
+  std::string Name = Ref->getDecl()->getQualifiedNameAsString();
+  return Name == ("c10::k" + Kind).str() ||
+         Name == ("c10::DeviceType::" + Kind).str();
+}
+
+/// A string literal naming a device, e.g. "cuda:0" (Prefix "cuda").
+bool isDeviceString(const Expr *E, llvm::StringRef Prefix) {
+  E = strip(E);
+  if (const auto *Cast = dyn_cast_or_null<CXXFunctionalCastExpr>(E))
+    E = strip(Cast->getSubExpr());
+  if (const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(E))
+    if (Construct->getNumArgs() >= 1)
+      E = strip(Construct->getArg(0));
+  const auto *Literal = dyn_cast_or_null<StringLiteral>(E);
+  return Literal && Literal->isOrdinary() &&
+         Literal->getString().starts_with(Prefix);
+}
+
+/// The explicit `torch::Device(...)` construction in E, if E is one.
+const CXXConstructExpr *explicitDeviceConstruction(const Expr *E) {
+  E = strip(E);
+  if (const auto *Cast = dyn_cast_or_null<CXXFunctionalCastExpr>(E))
+    E = Cast->getSubExpr()->IgnoreImplicit();
+  const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(E);
+  if (!Construct || !isRecordNamed(Construct->getType(), "c10::Device") ||
+      Construct->getNumArgs() == 0)
+    return nullptr;
+  return Construct;
+}
+
+/// kCUDA, "cuda...", or torch::Device(kCUDA[, i]) / torch::Device("cuda:i").
+bool isCudaDevice(const Expr *E) {
+  if (isDeviceTypeConstant(E, "CUDA") || isDeviceString(E, "cuda"))
+    return true;
+  if (const CXXConstructExpr *Construct = explicitDeviceConstruction(E))
+    return isDeviceTypeConstant(Construct->getArg(0), "CUDA") ||
+           isDeviceString(Construct->getArg(0), "cuda");
+  return false;
+}
+
+bool isCpuDevice(const Expr *E) {
+  if (isDeviceTypeConstant(E, "CPU") || isDeviceString(E, "cpu"))
+    return true;
+  if (const CXXConstructExpr *Construct = explicitDeviceConstruction(E))
+    return isDeviceTypeConstant(Construct->getArg(0), "CPU") ||
+           isDeviceString(Construct->getArg(0), "cpu");
+  return false;
+}
+
+/// Whether Cond is exactly "CUDA is available" (Polarity true) or its
+/// negation (Polarity false): `torch::cuda::is_available()`, a bool variable
+/// initialised from it, `!` of either.
+bool isPureCudaAvailability(const Expr *Cond, bool &Polarity) {
+  Cond = Cond->IgnoreParenImpCasts();
+  if (const auto *Not = dyn_cast<UnaryOperator>(Cond)) {
+    if (Not->getOpcode() != UO_LNot ||
+        !isPureCudaAvailability(Not->getSubExpr(), Polarity))
+      return false;
+    Polarity = !Polarity;
+    return true;
+  }
+  if (const auto *Call = dyn_cast<CallExpr>(Cond)) {
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    Polarity = true;
+    return Callee &&
+           Callee->getQualifiedNameAsString() == "torch::cuda::is_available";
+  }
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(Cond))
+    if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+      if (Var->hasInit() && Var->getType()->isBooleanType())
+        return isPureCudaAvailability(Var->getInit(), Polarity);
+  return false;
+}
+
+const ValueDecl *referencedDeviceTypeDecl(const Expr *E) {
+  E = strip(E);
+  const ValueDecl *Decl = nullptr;
+  if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(E))
+    Decl = Ref->getDecl();
+  else if (const auto *Member = dyn_cast_or_null<MemberExpr>(E))
+    Decl = Member->getMemberDecl();
+  if (!Decl || !(isa<VarDecl>(Decl) || isa<FieldDecl>(Decl)) ||
+      !isDeviceTypeEnum(Decl->getType()))
+    return nullptr;
+  // The constants kCUDA/kCPU themselves are DeviceType variables too.
+  if (Decl->getQualifiedNameAsString().rfind("c10::", 0) == 0)
+    return nullptr;
+  return Decl;
+}
+
+/// An expression that may store CUDA into a DeviceType variable.
+bool mayBeCuda(const Expr *E) {
+  E = strip(E);
+  if (!E)
+    return false;
+  if (isDeviceTypeConstant(E, "CUDA"))
+    return true;
+  if (const auto *Ternary = dyn_cast<ConditionalOperator>(E))
+    return mayBeCuda(Ternary->getTrueExpr()) ||
+           mayBeCuda(Ternary->getFalseExpr());
+  return false;
+}
+
+// --- The matcher module ----------------------------------------------------
+
+class DeviceMatchers : public MatcherModule, public MatchFinder::MatchCallback {
+public:
+  DeviceMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
+      : Findings(Findings), ProjectRoot(ProjectRoot.str()) {}
+
+  void registerMatchers(MatchFinder &Finder) override {
+    Finder.addMatcher(
+        cxxConstructExpr(hasDeclaration(cxxConstructorDecl(ofClass(hasAnyName(
+                             "::c10::Device", "::c10::TensorOptions")))))
+            .bind("construct"),
+        this);
+    Finder.addMatcher(callExpr(callee(functionDecl(hasName("device"))),
+                               argumentCountAtLeast(1))
+                          .bind("deviceOption"),
+                      this);
+    Finder.addMatcher(
+        cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("cuda", "to"))))
+            .bind("memberCall"),
+        this);
+    Finder.addMatcher(varDecl(hasInitializer(expr())).bind("var"), this);
+    Finder.addMatcher(fieldDecl(hasInClassInitializer(expr())).bind("field"),
+                      this);
+    Finder.addMatcher(
+        cxxCtorInitializer(isMemberInitializer()).bind("ctorInit"), this);
+    Finder.addMatcher(binaryOperator(hasOperatorName("=")).bind("assign"),
+                      this);
+  }
+
+  void onStartOfTranslationUnit() override {
+    CudaCapableDecls.clear();
+    PendingConversions.clear();
+    TUFindings.clear();
+    RealPaths.clear();
+  }
+
+  void run(const MatchFinder::MatchResult &Result) override {
+    Context = Result.Context;
+    if (const auto *Construct =
+            Result.Nodes.getNodeAs<CXXConstructExpr>("construct"))
+      handleConstruct(Construct);
+    else if (const auto *Call =
+                 Result.Nodes.getNodeAs<CallExpr>("deviceOption"))
+      handleDeviceOption(Call);
+    else if (const auto *Member =
+                 Result.Nodes.getNodeAs<CXXMemberCallExpr>("memberCall"))
+      handleMemberCall(Member);
+    else if (const auto *Var = Result.Nodes.getNodeAs<VarDecl>("var"))
+      noteDeviceTypeValue(Var, Var->getInit());
+    else if (const auto *Field = Result.Nodes.getNodeAs<FieldDecl>("field"))
+      noteDeviceTypeValue(Field, Field->getInClassInitializer());
+    else if (const auto *Init =
+                 Result.Nodes.getNodeAs<CXXCtorInitializer>("ctorInit"))
+      noteDeviceTypeValue(Init->getMember(), Init->getInit());
+    else if (const auto *Assign =
+                 Result.Nodes.getNodeAs<BinaryOperator>("assign"))
+      if (const ValueDecl *Target = referencedDeviceTypeDecl(Assign->getLHS()))
+        noteDeviceTypeValue(Target, Assign->getRHS());
+  }
+
+  void onEndOfTranslationUnit() override {
+    // A DeviceType variable turned into a Device is a CUDA choice only once
+    // we know some path stores kCUDA into it, which may come later in the TU.
+    for (auto &[Decl, Pending] : PendingConversions)
+      if (CudaCapableDecls.count(Decl))
+        TUFindings.push_back(Pending);
+    dropNestedFindings();
+    Findings.insert(Findings.end(), TUFindings.begin(), TUFindings.end());
+  }
+
+private:
+  void noteDeviceTypeValue(const ValueDecl *Decl, const Expr *Value) {
+    if (Decl && isDeviceTypeEnum(Decl->getType()) && mayBeCuda(Value))
+      CudaCapableDecls.insert(Decl);
+  }
+
+  // R2: kCUDA / "cuda:0" / a ternary / a DeviceType variable becoming a
+  // Device or TensorOptions.
+  void handleConstruct(const CXXConstructExpr *Construct) {
+    if (Construct->getNumArgs() == 0)
+      return;
+    const Expr *First = Construct->getArg(0);
+    bool IsDevice = isRecordNamed(Construct->getType(), "c10::Device");
+    // Copies and moves carry a choice made elsewhere.
+    if (isRecordNamed(First->getType(), "c10::Device") ||
+        isRecordNamed(First->getType(), "c10::TensorOptions"))
+      return;
+    if (const auto *Ternary = dyn_cast<ConditionalOperator>(strip(First))) {
+      handleTernary(Ternary, Construct);
+      return;
+    }
+    SourceRange Range = argumentRange(Construct);
+    if (IsDevice && isa<CXXTemporaryObjectExpr>(Construct))
+      Range = Construct->getSourceRange();
+    if (IsDevice)
+      if (const auto *Cast = parentAs<CXXFunctionalCastExpr>(Construct))
+        Range = Cast->getSourceRange();
+    if (isDeviceTypeConstant(First, "CUDA") || isDeviceString(First, "cuda")) {
+      addFinding(hardcodedDevice(Range));
+      return;
+    }
+    if (const ValueDecl *Decl = referencedDeviceTypeDecl(First))
+      deferUntilEndOfTU(Decl, Range);
+  }
+
+  // R2: `TensorOptions().device(torch::kCUDA)`, `torch::device(kCUDA)`.
+  void handleDeviceOption(const CallExpr *Call) {
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    if (!Callee)
+      return;
+    const auto *Method = dyn_cast<CXXMethodDecl>(Callee);
+    bool IsOption = Method
+                        ? Method->getParent()->getQualifiedNameAsString() ==
+                              "c10::TensorOptions"
+                        : Callee->getQualifiedNameAsString() == "c10::device";
+    if (!IsOption)
+      return;
+    const Expr *First = Call->getArg(0);
+    SourceRange Range = argumentRange(Call);
+    if (isDeviceTypeConstant(First, "CUDA") || isDeviceString(First, "cuda"))
+      addFinding(hardcodedDevice(Range));
+    else if (const ValueDecl *Decl = referencedDeviceTypeDecl(First))
+      deferUntilEndOfTU(Decl, Range);
+  }
+
+  void handleTernary(const ConditionalOperator *Ternary,
+                     const CXXConstructExpr *Construct) {
+    const Expr *True = Ternary->getTrueExpr();
+    const Expr *False = Ternary->getFalseExpr();
+    bool Polarity = true;
+    bool Pure = isPureCudaAvailability(Ternary->getCond(), Polarity);
+    const Expr *CudaBranch = Polarity ? True : False;
+    const Expr *CpuBranch = Polarity ? False : True;
+    if (Pure && isCudaDevice(CudaBranch) && isCpuDevice(CpuBranch) &&
+        writtenArgumentCount(Construct) == 1) {
+      // "CUDA when available, else CPU" is exactly what ddp::device() does.
+      addFinding(hardcodedDevice(argumentRange(Construct)));
+      return;
+    }
+    // Another condition (a --no-cuda flag, ...) keeps deciding; only the
+    // CUDA branch becomes the process's device.
+    for (const Expr *Branch : {True, False})
+      if (isCudaDevice(Branch) && !explicitDeviceConstruction(Branch))
+        addFinding(hardcodedDevice(strip(Branch)->getSourceRange()));
+  }
+
+  // R3: `x.cuda()`, `x.to(torch::kCUDA)`, `model->to(torch::Device("cuda:0"))`.
+  void handleMemberCall(const CXXMemberCallExpr *Call) {
+    const CXXMethodDecl *Method = Call->getMethodDecl();
+    if (!Method)
+      return;
+    const CXXRecordDecl *Class = Method->getParent();
+    bool OnTensor = isTensorClass(Class);
+    bool OnModule = isModuleClass(Class);
+    if (!OnTensor && !OnModule)
+      return;
+    const auto *Callee =
+        dyn_cast<MemberExpr>(Call->getCallee()->IgnoreParens());
+    if (!Callee)
+      return;
+    if (Method->getName() == "cuda" && OnTensor) {
+      SourceRange Range(Callee->getMemberLoc(), Call->getRParenLoc());
+      Finding F = makeFinding(Range, "R3", "ddp-cuda-call",
+                              FindingForm::CudaMemberCall);
+      F.DeviceExpr = deviceVariableInScope(Call);
+      F.Message = "'.cuda()' moves the tensor to the current CUDA device, "
+                  "not this process's device; use '.to(" +
+                  deviceOrProcessDevice(F) + ")'";
+      addFinding(std::move(F));
+      return;
+    }
+    if (Method->getName() != "to" || Call->getNumArgs() == 0 ||
+        !isCudaDevice(Call->getArg(0)))
+      return;
+    Finding F = makeFinding(strip(Call->getArg(0))->getSourceRange(), "R3",
+                            "ddp-cuda-call", FindingForm::CudaToArgument);
+    F.DeviceExpr = deviceVariableInScope(Call);
+    F.Message = "'.to(" + sourceText(strip(Call->getArg(0))->getSourceRange()) +
+                ")' puts the " + (OnModule ? "module" : "tensor") +
+                " on a fixed CUDA device, not this process's device; use "
+                "'.to(" +
+                deviceOrProcessDevice(F) + ")'";
+    addFinding(std::move(F));
+  }
+
+  static std::string deviceOrProcessDevice(const Finding &F) {
+    return F.DeviceExpr.empty() ? "ddp::device()" : F.DeviceExpr;
+  }
+
+  std::string sourceText(SourceRange Range) {
+    return Lexer::getSourceText(CharSourceRange::getTokenRange(Range),
+                                Context->getSourceManager(),
+                                Context->getLangOpts())
+        .str();
+  }
+
+  static bool isTensorClass(const CXXRecordDecl *Class) {
+    std::string Name = Class->getQualifiedNameAsString();
+    return Name == "at::Tensor" || Name == "at::TensorBase";
+  }
+
+  static bool isModuleClass(const CXXRecordDecl *Class) {
+    if (Class->getQualifiedNameAsString() == "torch::nn::Module")
+      return true;
+    if (!Class->hasDefinition())
+      return false;
+    for (const CXXBaseSpecifier &Base : Class->bases())
+      if (const CXXRecordDecl *BaseClass = Base.getType()->getAsCXXRecordDecl())
+        if (isModuleClass(BaseClass))
+          return true;
+    return false;
+  }
+
+  // --- The device variable visible at a point --------------------------
+
+  /// Names the torch::Device the code at Site can use: the nearest local,
+  /// parameter, member or global of type torch::Device (or pointer to one)
+  /// declared before Site, skipping devices that are plainly the CPU.
+  std::string deviceVariableInScope(const Stmt *Site) {
+    DynTypedNode Child = DynTypedNode::create(*Site);
+    bool CapturesAll = true, CapturesThis = true;
+    llvm::SmallPtrSet<const VarDecl *, 4> Captured;
+    auto Visible = [&](const VarDecl *Var) {
+      return CapturesAll || Captured.count(Var);
+    };
+    while (true) {
+      DynTypedNodeList Parents = Context->getParents(Child);
+      if (Parents.empty())
+        break;
+      DynTypedNode Parent = Parents[0];
+      if (const auto *Block = Parent.get<CompoundStmt>()) {
+        const VarDecl *Nearest = nullptr;
+        for (const Stmt *Statement : Block->body()) {
+          if (Child.get<Stmt>() == Statement)
+            break;
+          if (const auto *Decls = dyn_cast<DeclStmt>(Statement))
+            for (const Decl *D : Decls->decls())
+              if (const auto *Var = dyn_cast<VarDecl>(D))
+                if (isUsableDevice(Var) && Visible(Var))
+                  Nearest = Var;
+        }
+        if (Nearest)
+          return spell(Nearest);
+      } else if (const auto *Lambda = Parent.get<LambdaExpr>()) {
+        for (const ParmVarDecl *Param : Lambda->getCallOperator()->parameters())
+          if (isUsableDevice(Param))
+            return spell(Param);
+        if (Lambda->getCaptureDefault() == LCD_None) {
+          CapturesAll = false;
+          CapturesThis = false;
+          for (const LambdaCapture &Capture : Lambda->explicit_captures()) {
+            if (Capture.capturesThis())
+              CapturesThis = true;
+            else if (Capture.capturesVariable())
+              if (const auto *Var = dyn_cast<VarDecl>(Capture.getCapturedVar()))
+                Captured.insert(Var);
+          }
+        }
+      } else if (const auto *Function = Parent.get<FunctionDecl>()) {
+        const auto *Record = dyn_cast<CXXRecordDecl>(Function->getParent());
+        if (Record && Record->isLambda()) {
+          // A lambda's call operator: the LambdaExpr above handles it.
+        } else {
+          for (const ParmVarDecl *Param : Function->parameters())
+            if (isUsableDevice(Param) && Visible(Param))
+              return spell(Param);
+          const auto *Method = dyn_cast<CXXMethodDecl>(Function);
+          if (Method && !Method->isStatic() && CapturesThis)
+            for (const FieldDecl *Field : Method->getParent()->fields())
+              if (isDeviceType(Field->getType()) &&
+                  !isPlainlyCpu(Field->getInClassInitializer()))
+                return Field->getName().str();
+          return globalDevice(Function, Site->getBeginLoc());
+        }
+      }
+      Child = Parent;
+    }
+    return "";
+  }
+
+  std::string globalDevice(const FunctionDecl *Function, SourceLocation Site) {
+    const SourceManager &SM = Context->getSourceManager();
+    std::string Found;
+    for (const DeclContext *Scope = Function->getDeclContext(); Scope;
+         Scope = Scope->getParent()) {
+      if (!Scope->isFileContext())
+        continue;
+      for (const Decl *D : Scope->decls()) {
+        const auto *Var = dyn_cast<VarDecl>(D);
+        if (Var && Var->hasGlobalStorage() && isUsableDevice(Var) &&
+            SM.isBeforeInTranslationUnit(Var->getLocation(), Site))
+          Found = spell(Var);
+      }
+      if (!Found.empty())
+        return Found;
+    }
+    return "";
+  }
+
+  static bool isDeviceType(QualType Type) {
+    return isRecordNamed(Type, "c10::Device");
+  }
+
+  bool isUsableDevice(const VarDecl *Var) {
+    QualType Type = Var->getType().getNonReferenceType();
+    if (Type->isPointerType())
+      Type = Type->getPointeeType();
+    return !Var->getName().empty() && isDeviceType(Type) &&
+           !isPlainlyCpu(Var->getInit());
+  }
+
+  static std::string spell(const VarDecl *Var) {
+    if (Var->getType().getNonReferenceType()->isPointerType())
+      return "*" + Var->getName().str();
+    return Var->getName().str();
+  }
+
+  /// `torch::Device cpu(torch::kCPU)`: not where the process's tensors go.
+  static bool isPlainlyCpu(const Expr *Init) {
+    if (!Init)
+      return false;
+    Init = strip(Init);
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Init)) {
+      if (Construct->getNumArgs() == 0)
+        return false;
+      Init = strip(Construct->getArg(0));
+    }
+    // `torch::Device d(cpu_type)` with `torch::DeviceType cpu_type = kCPU`.
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(Init))
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+        if (isDeviceTypeEnum(Var->getType()) &&
+            !llvm::StringRef(Var->getQualifiedNameAsString())
+                 .starts_with("c10::"))
+          return Var->hasInit() && isCpuDevice(Var->getInit());
+    return isCpuDevice(Init);
+  }
+
+  // --- Findings ----------------------------------------------------------
+
+  template <typename T> const T *parentAs(const Expr *E) {
+    DynTypedNodeList Parents = Context->getParents(*E);
+    return Parents.empty() ? nullptr : Parents[0].get<T>();
+  }
+
+  static unsigned writtenArgumentCount(const CXXConstructExpr *Construct) {
+    unsigned Count = 0;
+    for (const Expr *Arg : Construct->arguments())
+      Count += !isa<CXXDefaultArgExpr>(Arg);
+    return Count;
+  }
+
+  static SourceRange argumentRange(const CallExpr *Call) {
+    return argumentRange(Call->arguments());
+  }
+  static SourceRange argumentRange(const CXXConstructExpr *Construct) {
+    return argumentRange(Construct->arguments());
+  }
+  template <typename Args> static SourceRange argumentRange(Args Arguments) {
+    SourceLocation Begin, End;
+    for (const Expr *Arg : Arguments) {
+      if (isa<CXXDefaultArgExpr>(Arg))
+        break;
+      if (Begin.isInvalid())
+        Begin = Arg->getBeginLoc();
+      End = Arg->getEndLoc();
+    }
+    return SourceRange(Begin, End);
+  }
+
+  Finding hardcodedDevice(SourceRange Range) {
+    Finding F = makeFinding(Range, "R2", "ddp-hardcoded-device",
+                            FindingForm::CudaDeviceChoice);
+    std::string Text = F.InMacro ? "" : sourceText(Range);
+    if (Text.size() > 48 || Text.find('\n') != std::string::npos)
+      Text = Text.substr(0, std::min<size_t>(Text.find('\n'), 45)) + "...";
+    F.Message =
+        (Text.empty() ? std::string("a CUDA device") : "'" + Text + "'") +
+        " hard-codes a CUDA device; each process of a DDP program "
+        "must use its own: use 'ddp::device()'";
+    return F;
+  }
+
+  void deferUntilEndOfTU(const ValueDecl *Decl, SourceRange Range) {
+    Finding F = hardcodedDevice(Range);
+    F.Message = "'" + Decl->getName().str() +
+                "' may hold torch::kCUDA; each process of a DDP program must "
+                "use its own device: use 'ddp::device()'";
+    PendingConversions.emplace_back(Decl, std::move(F));
+  }
+
+  /// Fills in the location of Range; an empty FilePath means "not ours"
+  /// (system header, outside the root, invalid location).
+  Finding makeFinding(SourceRange Range, llvm::StringRef RuleId,
+                      llvm::StringRef CheckName, FindingForm Form) {
+    Finding F;
+    F.RuleId = RuleId.str();
+    F.CheckName = CheckName.str();
+    F.Form = Form;
+    const SourceManager &SM = Context->getSourceManager();
+    if (Range.isInvalid())
+      return F;
+    SourceLocation Begin = Range.getBegin();
+    if (Begin.isMacroID() || Range.getEnd().isMacroID()) {
+      F.InMacro = true;
+      SourceLocation Expansion = SM.getExpansionLoc(Begin);
+      if (Begin.isMacroID())
+        F.MacroName =
+            Lexer::getImmediateMacroName(Begin, SM, Context->getLangOpts())
+                .str();
+      if (!locate(F, Expansion, Expansion))
+        F.FilePath.clear();
+      return F;
+    }
+    SourceLocation End = Lexer::getLocForEndOfToken(Range.getEnd(), 0, SM,
+                                                    Context->getLangOpts());
+    if (!locate(F, Begin, End))
+      F.FilePath.clear();
+    return F;
+  }
+
+  bool locate(Finding &F, SourceLocation Begin, SourceLocation End) {
+    const SourceManager &SM = Context->getSourceManager();
+    if (SM.isInSystemHeader(Begin))
+      return false;
+    FileID File = SM.getFileID(Begin);
+    if (File != SM.getFileID(End))
+      return false;
+    std::string Path = realPath(File);
+    if (Path.empty() || !isUnderRoot(Path))
+      return false;
+    F.FilePath = Path;
+    F.Offset = SM.getFileOffset(Begin);
+    F.Length = SM.getFileOffset(End) - F.Offset;
+    F.Line = SM.getSpellingLineNumber(Begin);
+    F.Column = SM.getSpellingColumnNumber(Begin);
+    return true;
+  }
+
+  std::string realPath(FileID File) {
+    auto Cached = RealPaths.find(File);
+    if (Cached != RealPaths.end())
+      return Cached->second;
+    std::string Result;
+    if (OptionalFileEntryRef Entry =
+            Context->getSourceManager().getFileEntryRefForID(File)) {
+      llvm::SmallString<256> Real;
+      if (!llvm::sys::fs::real_path(Entry->getName(), Real))
+        Result = Real.str().str();
+    }
+    RealPaths[File] = Result;
+    return Result;
+  }
+
+  bool isUnderRoot(llvm::StringRef Path) const {
+    if (!Path.starts_with(ProjectRoot))
+      return false;
+    return Path.size() == ProjectRoot.size() ||
+           llvm::sys::path::is_separator(Path[ProjectRoot.size()]) ||
+           llvm::StringRef(ProjectRoot).ends_with("/");
+  }
+
+  void addFinding(Finding F) {
+    if (!F.FilePath.empty())
+      TUFindings.push_back(std::move(F));
+  }
+
+  /// One edit per spot: a finding inside another (the kCUDA inside the
+  /// `.to(torch::kCUDA)` R3 rewrites, the branch of a ternary R2 replaces
+  /// whole) is dropped; at the same spot R3 wins over R2.
+  void dropNestedFindings() {
+    auto Contains = [](const Finding &Outer, const Finding &Inner) {
+      return Outer.FilePath == Inner.FilePath && !Outer.InMacro &&
+             !Inner.InMacro && Outer.Offset <= Inner.Offset &&
+             Inner.Offset + Inner.Length <= Outer.Offset + Outer.Length;
+    };
+    std::vector<Finding> Kept;
+    for (size_t I = 0; I < TUFindings.size(); ++I) {
+      const Finding &F = TUFindings[I];
+      bool Drop = false;
+      for (size_t J = 0; J < TUFindings.size() && !Drop; ++J) {
+        const Finding &Other = TUFindings[J];
+        if (I == J || !Contains(Other, F))
+          continue;
+        bool SameRange = Other.Offset == F.Offset && Other.Length == F.Length;
+        if (!SameRange)
+          Drop = true;
+        else if (Other.RuleId != F.RuleId)
+          Drop = F.RuleId == "R2";
+        else
+          Drop = J < I; // identical spot: keep the first
+      }
+      if (!Drop)
+        Kept.push_back(F);
+    }
+    TUFindings = std::move(Kept);
+  }
+
+  FindingList &Findings;
+  std::string ProjectRoot;
+  ASTContext *Context = nullptr;
+  llvm::SmallPtrSet<const ValueDecl *, 8> CudaCapableDecls;
+  std::vector<std::pair<const ValueDecl *, Finding>> PendingConversions;
+  FindingList TUFindings;
+  llvm::DenseMap<FileID, std::string> RealPaths;
+};
+
+} // namespace
+
+std::unique_ptr<MatcherModule>
+createDeviceMatchers(FindingList &Findings, llvm::StringRef ProjectRoot) {
+  return std::make_unique<DeviceMatchers>(Findings, ProjectRoot);
+}
+
+} // namespace ddpify

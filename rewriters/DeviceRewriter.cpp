@@ -1,0 +1,38 @@
+//===- DeviceRewriter.cpp - R2/R3 edits -----------------------------------===//
+
+#include "ddpify/Rewriter.h"
+
+namespace ddpify {
+
+std::optional<clang::tooling::Replacement>
+rewriteDeviceFinding(const Finding &F) {
+  std::string Device = F.DeviceExpr.empty() ? ProcessDevice : F.DeviceExpr;
+  std::string Text;
+  switch (F.Form) {
+  case FindingForm::CudaDeviceChoice:
+    Text = ProcessDevice;
+    break;
+  case FindingForm::CudaMemberCall:
+    Text = "to(" + Device + ")";
+    break;
+  case FindingForm::CudaToArgument:
+    Text = Device;
+    break;
+  }
+  return clang::tooling::Replacement(F.FilePath, F.Offset, F.Length, Text);
+}
+
+std::optional<clang::tooling::Replacement> editFor(const Finding &F) {
+  if (F.InMacro || F.FilePath.empty())
+    return std::nullopt;
+  if (F.RuleId == "R2" || F.RuleId == "R3")
+    return rewriteDeviceFinding(F);
+  return std::nullopt;
+}
+
+std::string replacementText(const Finding &F) {
+  std::optional<clang::tooling::Replacement> Edit = editFor(F);
+  return Edit ? Edit->getReplacementText().str() : std::string();
+}
+
+} // namespace ddpify

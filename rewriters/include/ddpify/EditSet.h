@@ -1,0 +1,44 @@
+//===- EditSet.h - Edits merged per file across translation units -*- C++ -*-=//
+
+#ifndef DDPIFY_EDITSET_H
+#define DDPIFY_EDITSET_H
+
+#include "clang/Tooling/Core/Replacement.h"
+#include "llvm/Support/Error.h"
+#include <map>
+#include <string>
+
+namespace ddpify {
+
+/// All edits of a run, per file. A header included by several translation
+/// units yields the same edit several times: it is kept once. Two different
+/// edits of the same bytes are an error.
+class EditSet {
+public:
+  llvm::Error add(const clang::tooling::Replacement &Edit);
+
+  /// R9: adds `#include <ddp/ddp.h>` to every file that has edits (and does
+  /// not include it yet). Reads each file from disk.
+  llvm::Error addRuntimeIncludes();
+
+  /// The new contents of File (read from disk) with its edits applied.
+  llvm::Expected<std::string> apply(llvm::StringRef File) const;
+
+  const std::map<std::string, clang::tooling::Replacements> &files() const {
+    return PerFile;
+  }
+  bool empty() const { return PerFile.empty(); }
+  /// How many files addRuntimeIncludes() added the include to.
+  unsigned includesAdded() const { return IncludesAdded; }
+
+private:
+  std::map<std::string, clang::tooling::Replacements> PerFile;
+  unsigned IncludesAdded = 0;
+};
+
+/// Reads a whole file.
+llvm::Expected<std::string> readFile(llvm::StringRef Path);
+
+} // namespace ddpify
+
+#endif // DDPIFY_EDITSET_H

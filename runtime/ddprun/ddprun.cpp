@@ -1,0 +1,689 @@
+// ddprun: starts N worker processes per node with the environment torchrun
+// gives its workers, so a program migrated by ddpify (or any torchrun
+// program) forms one data-parallel job. Plain C++17 + POSIX: no LibTorch.
+//
+//   ddprun --nproc-per-node N [--nnodes M --node-rank R --master-addr A
+//          --master-port P] [--tee] [--] PROGRAM ARGS...
+//
+// When a worker fails, the others get SIGTERM (SIGKILL after a grace period)
+// and ddprun exits with the failed worker's code (128+signal when a signal
+// ended it). SIGINT/SIGTERM sent to ddprun are forwarded to the workers.
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: ddprun [options] [--] PROGRAM [ARGS...]
+
+Starts PROGRAM once per process of a data-parallel job on this node, with the
+environment torchrun gives its workers (RANK, LOCAL_RANK, WORLD_SIZE,
+LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, MASTER_ADDR, MASTER_PORT, ...).
+
+options:
+  --nproc-per-node N   processes on this node (default 1); also "auto"/"gpu"
+                       (one per visible NVIDIA GPU, "auto" falls back to 1)
+                       and "cpu" (one per CPU core)
+  --nnodes M           number of nodes (default 1); run one ddprun per node
+  --node-rank R        this node's index, 0..M-1 (default 0)
+  --master-addr A      address of node 0, where rank 0's store listens
+                       (default 127.0.0.1)
+  --master-port P      port of that store (default: a free port on a single
+                       node; 29500 with several nodes)
+  --tee[=W]            prefix each output line with "[rankN]: "; W selects the
+                       streams: 1 stdout, 2 stderr, 3 both (default 3), 0 none
+  --prefix-output      same as --tee=3
+  --grace-period S     seconds between SIGTERM and SIGKILL when the job is
+                       ended (default 5)
+  --run-id ID          TORCHELASTIC_RUN_ID given to the workers
+  --no-python, --standalone
+                       accepted for torchrun compatibility (no effect)
+  -h, --help           this help
+
+Underscore spellings (--nproc_per_node, --node_rank, --master_addr,
+--master_port) and --opt=value forms are accepted too.
+
+exit status: 0 when every worker exits 0; otherwise the exit code of the
+first worker that failed (128+signal when a signal ended it); 2 for a usage
+error; 127 when PROGRAM cannot be started.
+)";
+
+struct Options {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0; // 0: choose
+  int tee = 0;         // bit 1: stdout, bit 2: stderr
+  double grace_seconds = 5;
+  std::string run_id;
+  std::vector<std::string> command;
+};
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::cerr << "ddprun: error: " << message << "\n"
+            << "Run 'ddprun --help' for the options.\n";
+  std::exit(2);
+}
+
+std::optional<long long> parse_int(const std::string& text) {
+  if (text.empty() || text.size() > 12) {
+    return std::nullopt;
+  }
+  long long value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') {
+      return std::nullopt;
+    }
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
+int int_option(const std::string& name, const std::string& text, long long min,
+               long long max) {
+  const auto value = parse_int(text);
+  if (!value || *value < min || *value > max) {
+    usage_error(name + " needs an integer in [" + std::to_string(min) + ", " +
+                std::to_string(max) + "], got '" + text + "'");
+  }
+  return static_cast<int>(*value);
+}
+
+int count_nvidia_gpus() {
+  int count = 0;
+  if (DIR* dir = ::opendir("/dev")) {
+    while (const dirent* entry = ::readdir(dir)) {
+      const std::string name = entry->d_name;
+      if (name.size() > 6 && name.compare(0, 6, "nvidia") == 0 &&
+          parse_int(name.substr(6))) {
+        ++count;
+      }
+    }
+    ::closedir(dir);
+  }
+  // CUDA_VISIBLE_DEVICES narrows what the workers can see.
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    const std::string list = visible;
+    if (list.empty()) {
+      return 0;
+    }
+    int listed = 1;
+    for (char c : list) {
+      listed += c == ',';
+    }
+    count = std::min(count, listed);
+  }
+  return count;
+}
+
+int nproc_value(const std::string& text) {
+  if (text == "auto" || text == "gpu") {
+    const int gpus = count_nvidia_gpus();
+    if (gpus > 0) {
+      return gpus;
+    }
+    if (text == "gpu") {
+      usage_error("--nproc-per-node gpu: no NVIDIA GPU is visible");
+    }
+    return 1;
+  }
+  if (text == "cpu") {
+    const unsigned cores = std::thread::hardware_concurrency();
+    return cores > 0 ? static_cast<int>(cores) : 1;
+  }
+  return int_option("--nproc-per-node", text, 1, 4096);
+}
+
+std::string normalise(std::string flag) {
+  for (auto& c : flag) {
+    if (c == '_') {
+      c = '-';
+    }
+  }
+  return flag;
+}
+
+Options parse_args(int argc, char** argv) {
+  Options options;
+  bool port_given = false;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      break; // PROGRAM
+    }
+    std::string flag = arg;
+    std::optional<std::string> inline_value;
+    const auto eq = arg.find('=');
+    if (arg.compare(0, 2, "--") == 0 && eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      inline_value = arg.substr(eq + 1);
+    }
+    flag = normalise(flag);
+    auto value = [&]() -> std::string {
+      if (inline_value) {
+        return *inline_value;
+      }
+      if (i + 1 >= argc) {
+        usage_error(flag + " needs a value");
+      }
+      return argv[++i];
+    };
+    if (flag == "-h" || flag == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (flag == "--nproc-per-node") {
+      options.nproc_per_node = nproc_value(value());
+    } else if (flag == "--nnodes") {
+      const std::string text = value();
+      if (text.find(':') != std::string::npos) {
+        usage_error("--nnodes " + text +
+                    ": elastic node ranges are not supported; give a number");
+      }
+      options.nnodes = int_option("--nnodes", text, 1, 65536);
+    } else if (flag == "--node-rank") {
+      options.node_rank = int_option("--node-rank", value(), 0, 65535);
+    } else if (flag == "--master-addr") {
+      options.master_addr = value();
+      if (options.master_addr.empty()) {
+        usage_error("--master-addr needs a host name or address");
+      }
+    } else if (flag == "--master-port") {
+      options.master_port = int_option("--master-port", value(), 1, 65535);
+      port_given = true;
+    } else if (flag == "--tee") {
+      if (inline_value) {
+        options.tee = int_option("--tee", *inline_value, 0, 3);
+      } else if (i + 1 < argc && std::strlen(argv[i + 1]) == 1 &&
+                 argv[i + 1][0] >= '0' && argv[i + 1][0] <= '3') {
+        options.tee = argv[++i][0] - '0';
+      } else {
+        options.tee = 3;
+      }
+    } else if (flag == "--prefix-output") {
+      options.tee = 3;
+    } else if (flag == "--grace-period") {
+      const std::string text = value();
+      char* end = nullptr;
+      const double seconds = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !(seconds >= 0) || seconds > 3600) {
+        usage_error("--grace-period needs a number of seconds, got '" + text +
+                    "'");
+      }
+      options.grace_seconds = seconds;
+    } else if (flag == "--run-id") {
+      options.run_id = value();
+    } else if (flag == "--no-python" || flag == "--standalone") {
+      if (inline_value) {
+        usage_error(flag + " takes no value");
+      }
+    } else {
+      usage_error("unknown option '" + arg + "'");
+    }
+  }
+  for (; i < argc; ++i) {
+    options.command.emplace_back(argv[i]);
+  }
+  if (options.command.empty()) {
+    usage_error("no PROGRAM to run");
+  }
+  if (options.node_rank >= options.nnodes) {
+    usage_error("--node-rank " + std::to_string(options.node_rank) +
+                " must be smaller than --nnodes " +
+                std::to_string(options.nnodes));
+  }
+  if (!port_given) {
+    options.master_port = 0; // decided in main()
+  }
+  return options;
+}
+
+/// A port nobody listens on right now (the usual race applies).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) {
+    return 29500;
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = 0;
+  int port = 29500;
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// --- signals ---------------------------------------------------------------
+
+volatile sig_atomic_t g_forward_signal = 0;
+
+void on_signal(int sig, siginfo_t* info, void*) {
+  // A terminal's Ctrl-C already reached the workers (same process group):
+  // only signals sent to ddprun alone are forwarded.
+  if (info != nullptr && info->si_code == SI_KERNEL) {
+    if (g_forward_signal == 0) {
+      g_forward_signal = -sig;
+    }
+    return;
+  }
+  g_forward_signal = sig;
+}
+
+void install_handlers() {
+  struct sigaction action {};
+  action.sa_sigaction = on_signal;
+  action.sa_flags = SA_SIGINFO;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+  // A closed output pipe must not kill the launcher.
+  ::signal(SIGPIPE, SIG_IGN);
+}
+
+// --- workers ---------------------------------------------------------------
+
+struct Stream {
+  int fd = -1;
+  int out_fd = 1; // where prefixed lines go
+  std::string pending;
+};
+
+struct Worker {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int code = 0;
+  Stream out;
+  Stream err;
+};
+
+void write_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return;
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+/// Reads what is available; emits complete lines with the prefix. Returns
+/// false at end of file.
+bool pump(Stream& stream, const std::string& prefix) {
+  char buffer[65536];
+  const ssize_t n = ::read(stream.fd, buffer, sizeof(buffer));
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+    return true;
+  }
+  if (n <= 0) {
+    if (!stream.pending.empty()) {
+      write_all(stream.out_fd, prefix + stream.pending + "\n");
+      stream.pending.clear();
+    }
+    ::close(stream.fd);
+    stream.fd = -1;
+    return false;
+  }
+  stream.pending.append(buffer, static_cast<size_t>(n));
+  std::string lines;
+  size_t start = 0;
+  for (size_t nl; (nl = stream.pending.find('\n', start)) != std::string::npos;
+       start = nl + 1) {
+    lines += prefix;
+    lines.append(stream.pending, start, nl + 1 - start);
+  }
+  stream.pending.erase(0, start);
+  if (!lines.empty()) {
+    write_all(stream.out_fd, lines);
+  }
+  return true;
+}
+
+std::vector<std::string> worker_environment(const Options& o, int local_rank,
+                                            const std::string& run_id) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos) {
+      env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+    }
+  }
+  const int world = o.nnodes * o.nproc_per_node;
+  const int rank = o.node_rank * o.nproc_per_node + local_rank;
+  // What torchrun sets for its workers.
+  env["RANK"] = std::to_string(rank);
+  env["LOCAL_RANK"] = std::to_string(local_rank);
+  env["WORLD_SIZE"] = std::to_string(world);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc_per_node);
+  env["GROUP_RANK"] = std::to_string(o.node_rank);
+  env["GROUP_WORLD_SIZE"] = std::to_string(o.nnodes);
+  env["ROLE_RANK"] = std::to_string(rank);
+  env["ROLE_WORLD_SIZE"] = std::to_string(world);
+  env["ROLE_NAME"] = "default";
+  env["MASTER_ADDR"] = o.master_addr;
+  env["MASTER_PORT"] = std::to_string(o.master_port);
+  env["TORCHELASTIC_RUN_ID"] = run_id;
+  env["TORCHELASTIC_RESTART_COUNT"] = "0";
+  env["TORCHELASTIC_MAX_RESTARTS"] = "0";
+  // Rank 0 of the job runs the rendezvous store, not ddprun.
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  if (env.find("OMP_NUM_THREADS") == env.end()) {
+    env["OMP_NUM_THREADS"] = "1";
+  }
+  std::vector<std::string> result;
+  for (const auto& kv : env) {
+    result.push_back(kv.first + "=" + kv.second);
+  }
+  return result;
+}
+
+bool start_worker(const Options& o, Worker& w, const std::string& run_id) {
+  auto env_strings = worker_environment(o, w.local_rank, run_id);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) {
+    envp.push_back(s.data());
+  }
+  envp.push_back(nullptr);
+  std::vector<std::string> args = o.command;
+  std::vector<char*> argv;
+  for (auto& s : args) {
+    argv.push_back(s.data());
+  }
+  argv.push_back(nullptr);
+
+  int out_pipe[2] = {-1, -1};
+  int err_pipe[2] = {-1, -1};
+  // Close-on-exec everywhere: no worker inherits another's pipes (dup2
+  // below clears the flag on the worker's own stdout/stderr).
+  if ((o.tee & 1) && ::pipe2(out_pipe, O_CLOEXEC) != 0) {
+    return false;
+  }
+  if ((o.tee & 2) && ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    return false;
+  }
+  // The child reports an exec failure through this pipe.
+  int exec_pipe[2];
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    return false;
+  }
+
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    return false;
+  }
+  if (pid == 0) {
+    // Child: default signal dispositions, redirected output, then exec.
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::close(exec_pipe[0]);
+    if (out_pipe[1] >= 0) {
+      ::dup2(out_pipe[1], 1);
+      ::close(out_pipe[0]);
+      ::close(out_pipe[1]);
+    }
+    if (err_pipe[1] >= 0) {
+      ::dup2(err_pipe[1], 2);
+      ::close(err_pipe[0]);
+      ::close(err_pipe[1]);
+    }
+    environ = envp.data();
+    ::execvp(argv[0], argv.data());
+    const int error = errno;
+    (void)!::write(exec_pipe[1], &error, sizeof(error));
+    ::_exit(127);
+  }
+  ::close(exec_pipe[1]);
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(exec_pipe[0], &child_errno, sizeof(child_errno));
+  } while (n < 0 && errno == EINTR);
+  ::close(exec_pipe[0]);
+  w.pid = pid;
+  w.running = true;
+  if (out_pipe[0] >= 0) {
+    ::close(out_pipe[1]);
+    w.out.fd = out_pipe[0];
+    w.out.out_fd = 1;
+  }
+  if (err_pipe[0] >= 0) {
+    ::close(err_pipe[1]);
+    w.err.fd = err_pipe[0];
+    w.err.out_fd = 2;
+  }
+  if (n == static_cast<ssize_t>(sizeof(child_errno))) {
+    std::cerr << "ddprun: cannot run '" << o.command[0]
+              << "': " << std::strerror(child_errno) << "\n";
+    return false;
+  }
+  return true;
+}
+
+int status_code(int status) {
+  if (WIFEXITED(status)) {
+    return WEXITSTATUS(status);
+  }
+  if (WIFSIGNALED(status)) {
+    return 128 + WTERMSIG(status);
+  }
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  Options options = parse_args(argc, argv);
+  if (options.master_port == 0) {
+    options.master_port = options.nnodes == 1 ? free_port() : 29500;
+  }
+  if (options.run_id.empty()) {
+    options.run_id = "ddprun-" + std::to_string(::getpid()) + "-" +
+                     std::to_string(options.master_port);
+  }
+  if (options.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
+    std::cerr << "ddprun: OMP_NUM_THREADS is not set: using 1 thread per "
+                 "process (set it to tune)\n";
+  }
+  install_handlers();
+
+  std::vector<Worker> workers(static_cast<size_t>(options.nproc_per_node));
+  std::optional<int> failure;   // exit code of the first failed worker
+  std::optional<std::chrono::steady_clock::time_point> kill_at;
+  auto end_job = [&](int sig) {
+    for (auto& w : workers) {
+      if (w.running) {
+        ::kill(w.pid, sig);
+      }
+    }
+    if (!kill_at) {
+      kill_at = std::chrono::steady_clock::now() +
+                std::chrono::milliseconds(
+                    static_cast<long long>(options.grace_seconds * 1000));
+    }
+  };
+
+  for (int l = 0; l < options.nproc_per_node; ++l) {
+    Worker& w = workers[static_cast<size_t>(l)];
+    w.local_rank = l;
+    w.rank = options.node_rank * options.nproc_per_node + l;
+    if (!start_worker(options, w, options.run_id)) {
+      if (!w.running) {
+        std::cerr << "ddprun: cannot start worker " << w.rank << ": "
+                  << std::strerror(errno) << "\n";
+      }
+      failure = 127;
+      end_job(SIGTERM);
+      break;
+    }
+  }
+
+  size_t running = 0;
+  for (const auto& w : workers) {
+    running += w.running ? 1 : 0;
+  }
+  // A thread blocked in waitpid records exits the moment they happen, so the
+  // worker that failed first is known even when the others fail a few
+  // milliseconds later (their collectives break when it exits). Signals stay
+  // with the main thread.
+  std::mutex exits_mutex;
+  std::vector<std::pair<pid_t, int>> exits;
+  sigset_t block;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  sigset_t previous;
+  ::pthread_sigmask(SIG_BLOCK, &block, &previous);
+  std::thread reaper([&exits_mutex, &exits] {
+    for (;;) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, 0);
+      if (pid > 0) {
+        std::lock_guard<std::mutex> lock(exits_mutex);
+        exits.emplace_back(pid, status);
+      } else if (errno != EINTR) {
+        return; // ECHILD: no children left
+      }
+    }
+  });
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  while (running > 0) {
+    // Forward a signal sent to ddprun.
+    if (g_forward_signal != 0) {
+      const int sig = g_forward_signal;
+      g_forward_signal = 0;
+      if (sig > 0) {
+        end_job(sig);
+      } else if (!kill_at) {
+        // The workers got it from the terminal; bound their shutdown.
+        kill_at = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(
+                      static_cast<long long>(options.grace_seconds * 1000));
+      }
+    }
+    // Output of the workers, prefixed.
+    std::vector<pollfd> fds;
+    std::vector<Stream*> streams;
+    for (auto& w : workers) {
+      for (Stream* s : {&w.out, &w.err}) {
+        if (s->fd >= 0) {
+          fds.push_back(pollfd{s->fd, POLLIN, 0});
+          streams.push_back(s);
+        }
+      }
+    }
+    if (fds.empty()) {
+      ::usleep(20 * 1000);
+    } else if (::poll(fds.data(), fds.size(), 20) > 0) {
+      for (size_t k = 0; k < fds.size(); ++k) {
+        if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) {
+          Worker* owner = nullptr;
+          for (auto& w : workers) {
+            if (&w.out == streams[k] || &w.err == streams[k]) {
+              owner = &w;
+            }
+          }
+          pump(*streams[k], "[rank" + std::to_string(owner->rank) + "]: ");
+        }
+      }
+    }
+    // Exits, in the order they happened.
+    std::vector<std::pair<pid_t, int>> exited;
+    {
+      std::lock_guard<std::mutex> lock(exits_mutex);
+      exited.swap(exits);
+    }
+    for (const auto& [pid, status] : exited) {
+      for (auto& w : workers) {
+        if (w.pid != pid || !w.running) {
+          continue;
+        }
+        w.running = false;
+        w.code = status_code(status);
+        --running;
+        if (w.code != 0 && !failure) {
+          failure = w.code;
+          if (running > 0) {
+            std::cerr << "ddprun: worker rank " << w.rank << " (pid " << pid
+                      << ") "
+                      << (WIFSIGNALED(status)
+                              ? "was killed by signal " +
+                                    std::to_string(WTERMSIG(status))
+                              : "exited with code " + std::to_string(w.code))
+                      << "; ending the other workers\n";
+          }
+          end_job(SIGTERM);
+        }
+      }
+    }
+    if (running > 0 && kill_at && std::chrono::steady_clock::now() >= *kill_at) {
+      for (auto& w : workers) {
+        if (w.running) {
+          ::kill(w.pid, SIGKILL);
+        }
+      }
+      kill_at = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    }
+  }
+  reaper.join();
+  // Whatever output is left in the pipes (not waiting for a grandchild
+  // that still holds one open).
+  for (auto& w : workers) {
+    for (Stream* s : {&w.out, &w.err}) {
+      const std::string prefix = "[rank" + std::to_string(w.rank) + "]: ";
+      while (s->fd >= 0) {
+        pollfd fd{s->fd, POLLIN, 0};
+        if (::poll(&fd, 1, 200) <= 0) {
+          s->pending += s->pending.empty() ? "" : "\n";
+          if (!s->pending.empty()) {
+            write_all(s->out_fd, prefix + s->pending);
+          }
+          ::close(s->fd);
+          s->fd = -1;
+          break;
+        }
+        pump(*s, prefix);
+      }
+    }
+  }
+  return failure.value_or(0);
+}

@@ -1,0 +1,87 @@
+#pragma once
+
+// Process group, environment and collective helpers of the ddp runtime.
+//
+// ddp::init() reads the launcher's environment (torchrun / ddprun, Slurm,
+// Open MPI), strips the legacy --local_rank argument and joins the process
+// group. Without a launcher the world has one process and no process group
+// exists: every helper below is then a cheap no-op, so a migrated program
+// still runs exactly as the single-GPU original did.
+
+#include <torch/torch.h>
+// The full c10d::ProcessGroup, so process_group()->allreduce(...) works in
+// code that includes only this header (needs no USE_C10D_* macro).
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace c10d {
+class ProcessGroup;
+} // namespace c10d
+
+namespace ddp {
+
+/// Which launcher's environment the process found (`kNone`: a plain run).
+enum class Launcher { kNone, kTorchrun, kSlurm, kOpenMPI };
+
+/// Options of `init`. Every field can also be set by environment variables,
+/// which take precedence (DDP_BACKEND, DDP_TIMEOUT_SECONDS).
+struct InitOptions {
+  /// "nccl", "gloo" or empty for automatic: NCCL when LibTorch was built with
+  /// CUDA and NCCL and a GPU is visible, Gloo otherwise.
+  std::string backend;
+  /// How long a collective or the rendezvous may wait for a peer before every
+  /// rank fails with an error naming the problem.
+  std::chrono::milliseconds timeout = std::chrono::minutes(10);
+};
+
+/// Joins the process group described by the environment. Removes
+/// `--local_rank N`, `--local_rank=N`, `--local-rank N` and `--local-rank=N`
+/// from argv (adjusting argc). Throws std::runtime_error naming the variable
+/// on bad values (WORLD_SIZE=abc, RANK >= WORLD_SIZE, unreachable master).
+/// Calling it twice is a no-op.
+void init(int& argc, char** argv, InitOptions options = {});
+/// Same, for programs whose main() takes no arguments.
+void init(InitOptions options = {});
+
+/// True once init() ran and world_size() > 1.
+bool is_distributed();
+bool is_initialized();
+Launcher launcher();
+
+int rank();
+int world_size();
+int local_rank();
+int local_world_size();
+bool is_main_process(); // rank() == 0
+
+/// cuda:local_rank() when CUDA is available, else the CPU. Usable before
+/// init() (then it reads LOCAL_RANK and friends itself).
+torch::Device device();
+
+/// The process group, or nullptr when !is_distributed().
+c10::intrusive_ptr<c10d::ProcessGroup> process_group();
+/// Name of the backend in use ("gloo", "nccl") or "none".
+std::string backend_name();
+
+enum class ReduceOp { kSum, kMean, kMax, kMin };
+
+void barrier();
+
+/// In place across ranks. kMean divides by world_size() after the sum.
+void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
+double all_reduce(double value, ReduceOp op = ReduceOp::kSum);
+int64_t all_reduce(int64_t value, ReduceOp op = ReduceOp::kSum);
+
+/// One tensor of the same shape from each rank, in rank order.
+std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor);
+/// In place: every rank ends with src's tensor.
+void broadcast(torch::Tensor& tensor, int src = 0);
+
+/// Destroys the process group (also done at exit).
+void shutdown();
+
+} // namespace ddp

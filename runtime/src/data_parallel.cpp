@@ -1,0 +1,691 @@
+// ddp::DistributedDataParallel: gradient bucketing and overlapped all-reduce,
+// attached to autograd through post hooks on the parameters' gradient
+// accumulators, the mechanism PyTorch's own Reducer uses.
+
+#include <ddp/data_parallel.h>
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <c10/util/strides.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace ddp {
+namespace detail {
+namespace {
+
+constexpr const char* kWho = "ddp::DistributedDataParallel: ";
+
+// Per-parameter record in the shape check: ndim, dtype, requires_grad and up
+// to kMaxDims sizes (a deeper tensor folds the rest into the last slot).
+constexpr int64_t kMaxDims = 8;
+constexpr int64_t kRecord = 3 + kMaxDims;
+
+std::string shape_string(const int64_t* record) {
+  std::ostringstream out;
+  const int64_t ndim = record[0];
+  if (ndim < 0) {
+    return "<absent>";
+  }
+  out << '[';
+  for (int64_t d = 0; d < std::min(ndim, kMaxDims); ++d) {
+    out << (d ? ", " : "") << record[3 + d];
+  }
+  if (ndim > kMaxDims) {
+    out << ", ...";
+  }
+  out << ']';
+  out << ' ' << c10::toString(static_cast<c10::ScalarType>(record[1]));
+  if (!record[2]) {
+    out << " (frozen)";
+  }
+  return out.str();
+}
+
+// Packs tensors of any dtypes into one byte buffer, so that a single
+// collective moves all of them bit-exactly.
+torch::Tensor pack_bytes(const std::vector<torch::Tensor>& tensors) {
+  std::vector<torch::Tensor> bytes;
+  bytes.reserve(tensors.size());
+  for (const auto& t : tensors) {
+    bytes.push_back(t.detach().contiguous().reshape({-1}).view(torch::kUInt8));
+  }
+  return torch::cat(bytes);
+}
+
+void unpack_bytes(const torch::Tensor& flat,
+                  const std::vector<torch::Tensor>& tensors) {
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    const int64_t n = t.numel() * static_cast<int64_t>(t.element_size());
+    auto src = flat.narrow(0, offset, n);
+    auto dst = t.detach();
+    if (dst.is_contiguous()) {
+      // Byte-wise into the tensor itself: the packed offset of a wider dtype
+      // need not be aligned for a view the other way round.
+      dst.reshape({-1}).view(torch::kUInt8).copy_(src);
+    } else {
+      dst.copy_(src.clone().view(t.scalar_type()).view(t.sizes()));
+    }
+    offset += n;
+  }
+}
+
+// The accumulators already managed by a live wrapper: two wrappers on one
+// parameter would all-reduce (and average) its gradient twice.
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::set<const torch::autograd::Node*>& registry() {
+  static std::set<const torch::autograd::Node*> nodes;
+  return nodes;
+}
+
+} // namespace
+
+class Reducer;
+
+// Post hook on a parameter's AccumulateGrad node: runs after the incoming
+// gradient has been added to param.grad.
+class ReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  ReadyHook(Reducer* reducer, size_t index) : reducer_(reducer), index_(index) {}
+  torch::autograd::variable_list operator()(
+      const torch::autograd::variable_list& outputs,
+      const torch::autograd::variable_list& /*inputs*/) override;
+
+ private:
+  Reducer* reducer_;
+  size_t index_;
+};
+
+class Reducer {
+ public:
+  Reducer(torch::nn::Module& module, DistributedDataParallelOptions options)
+      : options_(std::move(options)) {
+    for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+      all_names_.push_back(item.key());
+      all_params_.push_back(item.value());
+    }
+    for (const auto& item : module.named_buffers(/*recurse=*/true)) {
+      if (item.value().defined()) {
+        buffers_.push_back(item.value());
+      }
+    }
+    if (!ddp::is_distributed()) {
+      return; // world size 1: a no-op wrapper
+    }
+    pg_ = ddp::process_group();
+    TORCH_CHECK(pg_, kWho, "distributed, but no process group");
+    world_size_ = pg_->getSize();
+    rank_ = pg_->getRank();
+    if (world_size_ <= 1) {
+      pg_.reset();
+      return;
+    }
+    verify_shapes();
+    broadcast_states();
+    build_buckets();
+    install_hooks();
+  }
+
+  ~Reducer() { remove_hooks(); }
+
+  bool active() const { return static_cast<bool>(pg_); }
+  // Whether `module` still holds exactly the parameters this reducer hooked.
+  bool holds_parameters_of(torch::nn::Module& module) const {
+    const auto params = module.parameters(/*recurse=*/true);
+    if (params.size() != all_params_.size()) {
+      return false;
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (!params[i].is_same(all_params_[i])) {
+        return false;
+      }
+    }
+    return true;
+  }
+  const DistributedDataParallelOptions& options() const { return options_; }
+
+  bool sync_enabled() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return sync_enabled_;
+  }
+  void set_sync_enabled(bool enabled) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sync_enabled_ = enabled;
+  }
+
+  DataParallelStats stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+  void reset_stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_ = {};
+  }
+  int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
+  std::vector<std::vector<std::string>> bucket_parameter_names() const {
+    std::vector<std::vector<std::string>> names;
+    for (const auto& bucket : buckets_) {
+      names.emplace_back();
+      for (size_t slot : bucket.slots) {
+        names.back().push_back(slots_[slot].name);
+      }
+    }
+    return names;
+  }
+
+  // Called by a ReadyHook on the autograd engine's thread.
+  void mark_ready(size_t index) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!sync_enabled_) {
+      return; // no_sync: gradients accumulate locally
+    }
+    if (!in_backward_) {
+      // Runs once the whole graph has executed, before backward() returns:
+      // where buckets that never filled are launched and all are awaited.
+      // If backward fails first, the engine drops the callback unrun; the
+      // token's destructor then clears the half-done state, so the next
+      // backward pass starts afresh instead of never synchronising again.
+      struct Token {
+        Reducer* reducer = nullptr;
+        bool ran = false;
+        ~Token() {
+          if (reducer && !ran) {
+            std::lock_guard<std::mutex> lock(reducer->mutex_);
+            reducer->reset_backward_state();
+          }
+        }
+      };
+      auto token = std::make_shared<Token>();
+      torch::autograd::Engine::get_default_engine().queue_callback([token] {
+        token->ran = true;
+        token->reducer->finalize();
+      });
+      // Armed only once queued: were queue_callback to throw, the token
+      // must not take mutex_, which this thread holds.
+      token->reducer = this;
+      in_backward_ = true;
+    }
+    Slot& slot = slots_[index];
+    if (slot.ready) {
+      return; // reentrant backward fired the hook twice: already packed
+    }
+    slot.ready = true;
+    pack(slot);
+    Bucket& bucket = buckets_[slot.bucket];
+    if (--bucket.pending == 0) {
+      launch_in_order();
+    }
+  }
+
+ private:
+  struct Slot {
+    torch::Tensor param;
+    std::string name;
+    size_t bucket = 0;
+    size_t position = 0; // index within the bucket
+    int64_t offset = 0;  // in elements, within the bucket's flat tensor
+    int64_t numel = 0;
+    bool ready = false;
+  };
+  struct Bucket {
+    // [gradients..., one "has a gradient" flag per parameter]: the flags
+    // ride along in the same all-reduce, so a parameter that no rank gave a
+    // gradient keeps an undefined grad, as under PyTorch.
+    torch::Tensor flat;
+    int64_t grad_numel = 0;
+    std::vector<size_t> slots;
+    size_t pending = 0;
+    bool launched = false;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+
+  // The parameter's slot in its bucket. An alias of the bucket's storage
+  // rather than an autograd view: optimizers call detach_() on gradients,
+  // which autograd refuses for views.
+  torch::Tensor view_of(const Slot& slot) const {
+    const auto& flat = buckets_[slot.bucket].flat;
+    return torch::empty({0}, flat.options())
+        .set_(flat.storage(), flat.storage_offset() + slot.offset,
+              slot.param.sizes(), c10::contiguous_strides(slot.param.sizes()));
+  }
+
+  static bool is_view_of(const torch::Tensor& grad, const torch::Tensor& view) {
+    return grad.defined() && grad.data_ptr() == view.data_ptr() &&
+           grad.sizes() == view.sizes() && grad.strides() == view.strides();
+  }
+
+  // Copies a parameter's gradient into its bucket slot (zeros when it has
+  // none). With gradient_as_bucket_view, param.grad becomes that slot, so
+  // from the next step on autograd accumulates straight into the bucket.
+  void pack(Slot& slot) {
+    torch::NoGradGuard no_grad;
+    auto view = view_of(slot);
+    auto& grad = slot.param.mutable_grad();
+    const auto flag_index = buckets_[slot.bucket].grad_numel +
+                            static_cast<int64_t>(slot.position);
+    auto flag = buckets_[slot.bucket].flat.narrow(0, flag_index, 1);
+    if (!grad.defined()) {
+      view.zero_();
+      flag.fill_(0);
+      return;
+    }
+    flag.fill_(1);
+    if (is_view_of(grad, view)) {
+      return;
+    }
+    view.copy_(grad);
+    if (options_.gradient_as_bucket_view() && !grad.requires_grad()) {
+      grad = view;
+    }
+  }
+
+  // Buckets go out strictly in index order on every rank: collectives are
+  // matched by launch order, so an out-of-order bucket waits its turn.
+  void launch_in_order() {
+    while (next_bucket_ < buckets_.size() &&
+           buckets_[next_bucket_].pending == 0) {
+      launch(buckets_[next_bucket_++]);
+    }
+  }
+
+  void launch(Bucket& bucket) {
+    std::vector<torch::Tensor> tensors{bucket.flat};
+    bucket.work = pg_->allreduce(tensors);
+    bucket.launched = true;
+    ++stats_.allreduces;
+    stats_.bytes += bucket.flat.numel() *
+                    static_cast<int64_t>(bucket.flat.element_size());
+  }
+
+  // Caller holds mutex_.
+  void reset_backward_state() {
+    in_backward_ = false;
+    next_bucket_ = 0;
+    for (auto& slot : slots_) {
+      slot.ready = false;
+    }
+    for (auto& bucket : buckets_) {
+      bucket.pending = bucket.slots.size();
+      bucket.launched = false;
+      bucket.work.reset();
+    }
+  }
+
+  void finalize() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Whatever happens below, the next backward pass starts afresh.
+    struct Reset {
+      Reducer* r;
+      ~Reset() { r->reset_backward_state(); }
+    } reset{this};
+
+    // Parameters that got no gradient in this pass: their current grad (or
+    // zeros) joins the all-reduce, so every rank launches every bucket.
+    for (size_t b = next_bucket_; b < buckets_.size(); ++b) {
+      Bucket& bucket = buckets_[b];
+      for (size_t s : bucket.slots) {
+        if (!slots_[s].ready) {
+          pack(slots_[s]);
+        }
+      }
+      bucket.pending = 0;
+    }
+    launch_in_order();
+
+    c10::intrusive_ptr<c10d::Work> buffer_work;
+    torch::Tensor buffer_flat;
+    if (options_.broadcast_buffers() && !buffers_.empty()) {
+      // Overlaps the wait below; rank 0's running statistics win, as with
+      // PyTorch's per-forward buffer broadcast.
+      buffer_flat = pack_bytes(buffers_);
+      std::vector<torch::Tensor> tensors{buffer_flat};
+      c10d::BroadcastOptions opts;
+      opts.rootRank = 0;
+      buffer_work = pg_->broadcast(tensors, opts);
+      ++stats_.broadcasts;
+      stats_.bytes += buffer_flat.numel();
+    }
+
+    torch::NoGradGuard no_grad;
+    for (auto& bucket : buckets_) {
+      bucket.work->wait();
+      auto grads = bucket.flat.narrow(0, 0, bucket.grad_numel);
+      grads.div_(world_size_);
+      auto flags = bucket.flat.narrow(0, bucket.grad_numel, bucket.slots.size())
+                       .to(torch::kCPU, torch::kFloat);
+      const float* flag = flags.data_ptr<float>();
+      for (size_t i = 0; i < bucket.slots.size(); ++i) {
+        if (flag[i] == 0) {
+          continue; // no rank had a gradient: leave it undefined
+        }
+        Slot& slot = slots_[bucket.slots[i]];
+        auto view = view_of(slot);
+        auto& grad = slot.param.mutable_grad();
+        if (is_view_of(grad, view)) {
+          continue;
+        }
+        if (grad.defined() && !grad.requires_grad()) {
+          grad.copy_(view);
+        } else if (options_.gradient_as_bucket_view()) {
+          grad = view;
+        } else {
+          grad = view.clone();
+        }
+      }
+    }
+    if (buffer_work) {
+      buffer_work->wait();
+      if (rank_ != 0) {
+        unpack_bytes(buffer_flat, buffers_);
+      }
+    }
+    ++stats_.synced_backwards;
+  }
+
+  // All ranks must hold the same parameters (count, shapes, dtypes, frozen
+  // or not), or the buckets would not line up and the job would hang.
+  void verify_shapes() {
+    const int64_t count = static_cast<int64_t>(all_params_.size());
+    auto max_count = torch::tensor({count}, torch::kLong);
+    {
+      std::vector<torch::Tensor> t{max_count};
+      c10d::AllreduceOptions opts;
+      opts.reduceOp = c10d::ReduceOp::MAX;
+      pg_->allreduce(t, opts)->wait();
+    }
+    const int64_t n = max_count.item<int64_t>();
+    auto local = torch::full({1 + n * kRecord}, -1, torch::kLong);
+    auto* rec = local.data_ptr<int64_t>();
+    rec[0] = count;
+    for (int64_t i = 0; i < count; ++i) {
+      const auto& p = all_params_[i];
+      int64_t* r = rec + 1 + i * kRecord;
+      r[0] = p.dim();
+      r[1] = static_cast<int64_t>(p.scalar_type());
+      r[2] = p.requires_grad() ? 1 : 0;
+      for (int64_t d = 0; d < p.dim(); ++d) {
+        if (d < kMaxDims) {
+          r[3 + d] = p.size(d);
+        } else {
+          r[3 + kMaxDims - 1] = r[3 + kMaxDims - 1] * 31 + p.size(d);
+        }
+      }
+    }
+    std::vector<std::vector<torch::Tensor>> gathered(1);
+    for (int i = 0; i < world_size_; ++i) {
+      gathered[0].push_back(torch::empty_like(local));
+    }
+    std::vector<torch::Tensor> input{local};
+    pg_->allgather(gathered, input)->wait();
+
+    // Every rank sees the same table, so every rank throws the same error.
+    const int64_t* ref = gathered[0][0].data_ptr<int64_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      for (int other = 1; other < world_size_; ++other) {
+        const int64_t* cmp = gathered[0][other].data_ptr<int64_t>();
+        const int64_t* a = ref + 1 + i * kRecord;
+        const int64_t* b = cmp + 1 + i * kRecord;
+        if (std::equal(a, a + kRecord, b)) {
+          continue;
+        }
+        std::ostringstream msg;
+        msg << kWho << "parameter ";
+        if (i < count) {
+          msg << '\'' << all_names_[i] << "' ";
+        }
+        msg << "(#" << i << " in named_parameters()) is " << shape_string(a)
+            << " on rank 0 but " << shape_string(b) << " on rank " << other
+            << "; rank 0 has " << ref[0] << " parameters, rank " << other
+            << " has " << cmp[0]
+            << ". Every rank must build the same model.";
+        throw std::runtime_error(msg.str());
+      }
+    }
+  }
+
+  void broadcast_states() {
+    std::vector<torch::Tensor> states = all_params_;
+    states.insert(states.end(), buffers_.begin(), buffers_.end());
+    // Chunks of at most 256 MiB, so a large model does not need twice its
+    // size in one temporary.
+    constexpr int64_t kChunk = int64_t{256} << 20;
+    torch::NoGradGuard no_grad;
+    size_t begin = 0;
+    while (begin < states.size()) {
+      size_t end = begin;
+      int64_t bytes = 0;
+      while (end < states.size() &&
+             (end == begin ||
+              bytes + states[end].numel() * states[end].element_size() <=
+                  kChunk)) {
+        bytes += states[end].numel() * states[end].element_size();
+        ++end;
+      }
+      std::vector<torch::Tensor> chunk(states.begin() + begin,
+                                       states.begin() + end);
+      auto flat = pack_bytes(chunk);
+      std::vector<torch::Tensor> t{flat};
+      c10d::BroadcastOptions opts;
+      opts.rootRank = 0;
+      pg_->broadcast(t, opts)->wait();
+      if (rank_ != 0) {
+        unpack_bytes(flat, chunk);
+      }
+      begin = end;
+    }
+  }
+
+  // Reverse registration order approximates the order in which backward
+  // produces gradients. Buckets hold one dtype and device each.
+  void build_buckets() {
+    struct Open {
+      std::vector<size_t> slots;
+      int64_t bytes = 0;
+    };
+    std::map<std::pair<int, std::string>, Open> open;
+    std::vector<std::vector<size_t>> closed;
+    const auto cap = static_cast<int64_t>(options_.bucket_cap_mb() * 1024 * 1024);
+    const auto first_cap = std::min(
+        cap, static_cast<int64_t>(options_.first_bucket_cap_mb() * 1024 * 1024));
+    for (size_t i = all_params_.size(); i-- > 0;) {
+      const auto& p = all_params_[i];
+      if (!p.requires_grad()) {
+        continue; // frozen: never gets a gradient, never communicated
+      }
+      TORCH_CHECK(p.layout() == torch::kStrided, kWho, "parameter '",
+                  all_names_[i], "' is not dense (sparse gradients are not "
+                  "supported)");
+      Slot slot;
+      slot.param = p;
+      slot.name = all_names_[i];
+      slot.numel = p.numel();
+      slots_.push_back(std::move(slot));
+      auto key = std::make_pair(static_cast<int>(p.scalar_type()),
+                                p.device().str());
+      Open& bucket = open[key];
+      bucket.slots.push_back(slots_.size() - 1);
+      bucket.bytes += p.numel() * static_cast<int64_t>(p.element_size());
+      if (bucket.bytes >= (closed.empty() ? first_cap : cap)) {
+        closed.push_back(std::move(bucket.slots));
+        open.erase(key);
+      }
+    }
+    for (auto& item : open) {
+      closed.push_back(std::move(item.second.slots));
+    }
+    // Keyed buckets closed out of order: sort by their first parameter.
+    std::stable_sort(closed.begin(), closed.end(),
+                     [](const auto& a, const auto& b) { return a[0] < b[0]; });
+    for (auto& members : closed) {
+      Bucket bucket;
+      int64_t offset = 0;
+      for (size_t pos = 0; pos < members.size(); ++pos) {
+        Slot& slot = slots_[members[pos]];
+        slot.bucket = buckets_.size();
+        slot.position = pos;
+        slot.offset = offset;
+        offset += slot.numel;
+      }
+      const auto& first = slots_[members[0]].param;
+      bucket.grad_numel = offset;
+      bucket.flat = torch::zeros({offset + static_cast<int64_t>(members.size())},
+                                 first.options().requires_grad(false));
+      bucket.slots = std::move(members);
+      bucket.pending = bucket.slots.size();
+      buckets_.push_back(std::move(bucket));
+    }
+  }
+
+  void install_hooks() {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      auto acc = torch::autograd::impl::grad_accumulator(slots_[i].param);
+      TORCH_CHECK(acc, kWho, "parameter '", slots_[i].name,
+                  "' is not a leaf that requires grad");
+      if (!registry().insert(acc.get()).second) {
+        // Undo what is installed so far before failing.
+        for (size_t j = 0; j < accumulators_.size(); ++j) {
+          accumulators_[j]->del_post_hook(hook_keys_[j]);
+          registry().erase(accumulators_[j].get());
+        }
+        accumulators_.clear();
+        hook_keys_.clear();
+        TORCH_CHECK(false, kWho, "parameter '", slots_[i].name,
+                    "' is already managed by another DistributedDataParallel");
+      }
+      hook_keys_.push_back(
+          acc->add_post_hook(std::make_unique<ReadyHook>(this, i)));
+      // The parameter holds its accumulator only weakly: keep it (and so
+      // the hook) alive.
+      accumulators_.push_back(std::move(acc));
+    }
+  }
+
+  void remove_hooks() {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    for (size_t j = 0; j < accumulators_.size(); ++j) {
+      accumulators_[j]->del_post_hook(hook_keys_[j]);
+      registry().erase(accumulators_[j].get());
+    }
+    accumulators_.clear();
+    hook_keys_.clear();
+  }
+
+  DistributedDataParallelOptions options_;
+  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  int world_size_ = 1;
+  int rank_ = 0;
+  std::vector<std::string> all_names_;
+  std::vector<torch::Tensor> all_params_;
+  std::vector<torch::Tensor> buffers_;
+  std::vector<Slot> slots_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<uintptr_t> hook_keys_;
+
+  mutable std::mutex mutex_;
+  bool sync_enabled_ = true;
+  bool in_backward_ = false;
+  size_t next_bucket_ = 0;
+  DataParallelStats stats_;
+};
+
+torch::autograd::variable_list ReadyHook::operator()(
+    const torch::autograd::variable_list& outputs,
+    const torch::autograd::variable_list& /*inputs*/) {
+  reducer_->mark_ready(index_);
+  return outputs;
+}
+
+} // namespace detail
+
+NoSyncGuard::NoSyncGuard(std::shared_ptr<detail::Reducer> reducer)
+    : reducer_(std::move(reducer)) {
+  previous_ = reducer_->sync_enabled();
+  reducer_->set_sync_enabled(false);
+}
+
+NoSyncGuard::NoSyncGuard(NoSyncGuard&& other) noexcept
+    : reducer_(std::move(other.reducer_)), previous_(other.previous_) {}
+
+NoSyncGuard::~NoSyncGuard() {
+  if (reducer_) {
+    reducer_->set_sync_enabled(previous_);
+  }
+}
+
+DistributedDataParallelBase::DistributedDataParallelBase(
+    torch::nn::Module& module, DistributedDataParallelOptions options)
+    : reducer_(std::make_shared<detail::Reducer>(module, std::move(options))) {}
+
+DistributedDataParallelBase::DistributedDataParallelBase(
+    DistributedDataParallelBase&&) noexcept = default;
+DistributedDataParallelBase& DistributedDataParallelBase::operator=(
+    DistributedDataParallelBase&&) noexcept = default;
+DistributedDataParallelBase::~DistributedDataParallelBase() = default;
+
+NoSyncGuard DistributedDataParallelBase::no_sync() {
+  return NoSyncGuard(reducer_);
+}
+void DistributedDataParallelBase::set_require_backward_grad_sync(bool enabled) {
+  reducer_->set_sync_enabled(enabled);
+}
+bool DistributedDataParallelBase::require_backward_grad_sync() const {
+  return reducer_->sync_enabled();
+}
+bool DistributedDataParallelBase::is_active() const {
+  return reducer_->active();
+}
+const DistributedDataParallelOptions& DistributedDataParallelBase::options()
+    const {
+  return reducer_->options();
+}
+DataParallelStats DistributedDataParallelBase::stats() const {
+  return reducer_->stats();
+}
+void DistributedDataParallelBase::reset_stats() { reducer_->reset_stats(); }
+bool DistributedDataParallelBase::wraps(torch::nn::Module& module) const {
+  return reducer_ && reducer_->holds_parameters_of(module);
+}
+int64_t DistributedDataParallelBase::bucket_count() const {
+  return reducer_->bucket_count();
+}
+std::vector<std::vector<std::string>>
+DistributedDataParallelBase::bucket_parameter_names() const {
+  return reducer_->bucket_parameter_names();
+}
+
+DistributedDataParallelBase& distribute(torch::nn::Module& module,
+                                        DistributedDataParallelOptions options) {
+  // Never destroyed: wrappers live until exit, and tearing them down among
+  // LibTorch's own static destructors would be fragile.
+  static auto* mutex = new std::mutex;
+  static auto* wrappers = new std::map<const torch::nn::Module*,
+                                       std::unique_ptr<DistributedDataParallelBase>>;
+  std::lock_guard<std::mutex> lock(*mutex);
+  auto& slot = (*wrappers)[&module];
+  if (slot && slot->wraps(module)) {
+    return *slot;
+  }
+  // A new module at a dead one's address: drop the stale wrapper first.
+  slot.reset();
+  slot = std::make_unique<DistributedDataParallelBase>(module, std::move(options));
+  return *slot;
+}
+
+} // namespace ddp

@@ -1,0 +1,642 @@
+// Process group, environment and collective helpers of the ddp runtime.
+
+#include <ddp/distributed.h>
+
+#include "env_launcher.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
+
+#if defined(DDP_WITH_NCCL)
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+// LibTorch 2.x split c10d::ProcessGroup (the user-facing group, dispatching
+// by device type) from c10d::Backend (ProcessGroupGloo / ProcessGroupNCCL).
+// In 1.x the backends are ProcessGroups themselves.
+#if TORCH_VERSION_MAJOR >= 2
+#define DDP_C10D_BACKEND_SPLIT 1
+// Later 2.x releases removed ProcessGroup::Options: the group is built from
+// (store, rank, size) and told its default backend. runtime/CMakeLists.txt
+// checks which constructor exists and defines one of these; without it, a
+// guess from the version.
+#if !defined(DDP_C10D_PG_WITHOUT_OPTIONS) && !defined(DDP_C10D_PG_WITH_OPTIONS)
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 6
+#define DDP_C10D_PG_WITHOUT_OPTIONS 1
+#endif
+#endif
+#endif
+
+namespace ddp {
+namespace {
+
+struct State {
+  std::mutex mutex;
+  bool initialized = false;
+  detail::EnvConfig env;
+  std::string backend = "none";
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+};
+
+State& state() {
+  // Never destroyed: the group's threads may outlive static destruction.
+  static State* s = new State();
+  return *s;
+}
+
+Launcher to_launcher(detail::LauncherKind kind) {
+  switch (kind) {
+  case detail::LauncherKind::kTorchrun:
+    return Launcher::kTorchrun;
+  case detail::LauncherKind::kSlurm:
+    return Launcher::kSlurm;
+  case detail::LauncherKind::kOpenMPI:
+    return Launcher::kOpenMPI;
+  case detail::LauncherKind::kNone:
+    break;
+  }
+  return Launcher::kNone;
+}
+
+std::string seconds_text(std::chrono::milliseconds timeout) {
+  const double seconds = timeout.count() / 1000.0;
+  std::string text = std::to_string(seconds);
+  text.erase(text.find_last_not_of('0') + 1);
+  if (!text.empty() && text.back() == '.') {
+    text.pop_back();
+  }
+  return text + " s";
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr == "::1" ||
+         addr.compare(0, 4, "127.") == 0;
+}
+
+bool nccl_compiled() {
+#if defined(DDP_WITH_NCCL)
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string choose_backend(const detail::EnvConfig& env) {
+  const bool cuda = torch::cuda::is_available();
+  if (env.backend == "nccl") {
+    if (!nccl_compiled()) {
+      throw std::runtime_error(
+          "ddp::init: backend nccl requested (DDP_BACKEND or "
+          "InitOptions.backend) but this LibTorch was built without "
+          "CUDA/NCCL; use gloo");
+    }
+    if (!cuda) {
+      throw std::runtime_error(
+          "ddp::init: backend nccl requested (DDP_BACKEND or "
+          "InitOptions.backend) but no CUDA device is visible; use gloo");
+    }
+    return "nccl";
+  }
+  if (env.backend == "gloo") {
+    return "gloo";
+  }
+  return (nccl_compiled() && cuda) ? "nccl" : "gloo";
+}
+
+c10::intrusive_ptr<c10d::Store> make_store(const detail::EnvConfig& env) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(env.master_port);
+  options.timeout = env.timeout;
+  if (env.use_agent_store) {
+    // torchrun's agent runs the store; workers are clients under a prefix.
+    options.isServer = false;
+    options.waitWorkers = false;
+  } else {
+    options.isServer = env.rank == 0;
+    options.numWorkers = static_cast<std::size_t>(env.world_size);
+    options.waitWorkers = true;
+  }
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    const auto newline = what.find("\nException raised from");
+    if (newline != std::string::npos) {
+      what.erase(newline);
+    }
+    if (options.isServer) {
+      throw std::runtime_error(
+          "ddp::init: rank 0 could not start the rendezvous store on "
+          "MASTER_PORT=" +
+          std::to_string(env.master_port) + " or not all " +
+          std::to_string(env.world_size) + " processes (WORLD_SIZE) joined "
+          "within the timeout of " + seconds_text(env.timeout) + ": " + what);
+    }
+    throw std::runtime_error(
+        "ddp::init: rank " + std::to_string(env.rank) +
+        " could not reach the master at MASTER_ADDR=" + env.master_addr +
+        " MASTER_PORT=" + std::to_string(env.master_port) +
+        " within the timeout of " + seconds_text(env.timeout) + ": " + what);
+  }
+  if (env.use_agent_store) {
+    store = c10::make_intrusive<c10d::PrefixStore>(env.store_prefix, store);
+  }
+  return store;
+}
+
+/// The local address a packet to host:port leaves from ("" if unknown). A
+/// connected UDP socket sends nothing; the kernel only picks the route.
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
+                    &found) != 0 ||
+      found == nullptr) {
+    return "";
+  }
+  std::string result;
+  for (addrinfo* a = found; a != nullptr && result.empty(); a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, SOCK_DGRAM, 0);
+    if (fd < 0) {
+      continue;
+    }
+    sockaddr_storage local{};
+    socklen_t length = sizeof(local);
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
+      char text[INET6_ADDRSTRLEN] = {0};
+      const void* raw =
+          local.ss_family == AF_INET
+              ? static_cast<const void*>(
+                    &reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+              : static_cast<const void*>(
+                    &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      if (::inet_ntop(local.ss_family, raw, text, sizeof(text)) != nullptr) {
+        result = text;
+      }
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return result;
+}
+
+std::shared_ptr<::gloo::transport::Device> gloo_device(
+    const detail::EnvConfig& env) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) {
+    if (*ifname != '\0') {
+      return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+    }
+  }
+  if (is_loopback(env.master_addr)) {
+    // Every rank on this host: talk over loopback whatever the hostname
+    // resolves to.
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  }
+  // The address of the interface that routes to the master: reachable by
+  // the other nodes, unlike the 127.0.1.1 that a host name often resolves to.
+  const auto local = local_address_towards(env.master_addr, env.master_port);
+  if (!local.empty()) {
+    return c10d::ProcessGroupGloo::createDeviceForHostname(local);
+  }
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+#if defined(DDP_C10D_BACKEND_SPLIT)
+using BackendPtr = c10::intrusive_ptr<c10d::Backend>;
+#else
+using BackendPtr = c10::intrusive_ptr<c10d::ProcessGroup>;
+#endif
+
+BackendPtr make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
+                     const detail::EnvConfig& env) {
+  auto options = c10d::ProcessGroupGloo::Options::create(env.timeout);
+  options->devices.push_back(gloo_device(env));
+  options->threads = 2;
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank,
+                                                     env.world_size, options);
+}
+
+#if defined(DDP_WITH_NCCL)
+BackendPtr make_nccl(const c10::intrusive_ptr<c10d::Store>& store,
+                     const detail::EnvConfig& env) {
+  const int count = static_cast<int>(torch::cuda::device_count());
+  if (env.local_rank >= count) {
+    throw std::runtime_error(
+        "ddp::init: LOCAL_RANK=" + std::to_string(env.local_rank) +
+        " but only " + std::to_string(count) +
+        " CUDA devices are visible: start at most that many processes per "
+        "node");
+  }
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.local_rank));
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = env.timeout;
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank,
+                                                     env.world_size, options);
+}
+#endif
+
+/// Wraps a backend into the c10d::ProcessGroup that process_group() returns.
+c10::intrusive_ptr<c10d::ProcessGroup> make_group(
+    const c10::intrusive_ptr<c10d::Store>& store,
+    const detail::EnvConfig& env, const std::string& name) {
+  BackendPtr backend;
+#if defined(DDP_WITH_NCCL)
+  if (name == "nccl") {
+    backend = make_nccl(store, env);
+  } else
+#endif
+  {
+    backend = make_gloo(store, env);
+  }
+#if defined(DDP_C10D_BACKEND_SPLIT)
+  const auto type = name == "nccl" ? c10d::ProcessGroup::BackendType::NCCL
+                                   : c10d::ProcessGroup::BackendType::GLOO;
+  const auto device_type =
+      name == "nccl" ? c10::DeviceType::CUDA : c10::DeviceType::CPU;
+#if defined(DDP_C10D_PG_WITHOUT_OPTIONS)
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(store, env.rank,
+                                                       env.world_size);
+  group->setDefaultBackend(type);
+#else
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(
+      store, env.rank, env.world_size,
+      c10::make_intrusive<c10d::ProcessGroup::Options>(name, env.timeout));
+#endif
+  group->setBackend(device_type, type, backend);
+  return group;
+#else
+  (void)name;
+  return backend;
+#endif
+}
+
+void at_exit() {
+  // The group and the store are deliberately not destroyed here: a
+  // destructor waiting for a peer that already exited would hang the exit.
+  // The OS closes the sockets.
+  auto& s = state();
+  if (s.group) {
+    s.group.release();
+  }
+  if (s.store) {
+    s.store.release();
+  }
+}
+
+/// The group for a collective; nullptr in a world of one process. Throws
+/// after shutdown() in a world of several: a silent no-op would give each
+/// rank its own, wrong, result.
+c10::intrusive_ptr<c10d::ProcessGroup> group_for(const char* what_op) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.group && !s.initialized && s.env.world_size > 1) {
+    throw std::runtime_error(std::string("ddp::") + what_op +
+                             ": the process group was shut down");
+  }
+  return s.group;
+}
+
+[[noreturn]] void rethrow_collective(const char* what_op,
+                                     const std::exception& e) {
+  const auto& s = state();
+  std::string what = e.what();
+  const auto newline = what.find("\nException raised from");
+  if (newline != std::string::npos) {
+    what.erase(newline);
+  }
+  throw std::runtime_error(
+      std::string("ddp::") + what_op + " failed on rank " +
+      std::to_string(s.env.rank) + " of " + std::to_string(s.env.world_size) +
+      " (a peer process exited, or did not reach the same collective within "
+      "the timeout of " +
+      seconds_text(s.env.timeout) + "): " + what);
+}
+
+void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what_op) {
+  try {
+    work->wait();
+  } catch (const std::exception& e) {
+    rethrow_collective(what_op, e);
+  }
+}
+
+torch::Device backend_device() {
+  return backend_name() == "nccl" ? device() : torch::Device(torch::kCPU);
+}
+
+/// Whether a collective can use the tensor's storage directly: Gloo takes
+/// CPU (and, built with CUDA, GPU) tensors; NCCL only GPU tensors.
+bool on_backend_device(const torch::Tensor& tensor) {
+  return backend_name() != "nccl" || tensor.is_cuda();
+}
+
+torch::Device backend_device_for(const torch::Tensor& tensor) {
+  return on_backend_device(tensor) ? tensor.device() : backend_device();
+}
+
+c10d::ReduceOp to_c10d(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::kMax:
+    return c10d::ReduceOp::MAX;
+  case ReduceOp::kMin:
+    return c10d::ReduceOp::MIN;
+  case ReduceOp::kSum:
+  case ReduceOp::kMean:
+    break;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
+} // namespace
+
+void init(int& argc, char** argv, InitOptions options) {
+  const auto local_rank_arg = detail::strip_local_rank(argc, argv);
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.initialized) {
+    return;
+  }
+  auto env = detail::read_environment(detail::process_environment(),
+                                      local_rank_arg, options.backend,
+                                      options.timeout);
+  if (env.world_size > 1) {
+    const auto name = choose_backend(env);
+    auto store = make_store(env);
+    c10::intrusive_ptr<c10d::ProcessGroup> group;
+    try {
+      // The group's own keys live under a prefix of their own.
+      group = make_group(
+          c10::make_intrusive<c10d::PrefixStore>("ddp_default_pg", store), env,
+          name);
+    } catch (const std::runtime_error&) {
+      throw;
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      const auto newline = what.find("\nException raised from");
+      if (newline != std::string::npos) {
+        what.erase(newline);
+      }
+      throw std::runtime_error(
+          "ddp::init: rank " + std::to_string(env.rank) +
+          " could not connect the " + name + " process group of " +
+          std::to_string(env.world_size) + " processes within the timeout of " +
+          seconds_text(env.timeout) + ": " + what);
+    }
+    s.store = store;
+    s.group = group;
+    s.backend = name;
+    static bool registered = false;
+    if (!registered) {
+      registered = true;
+      std::atexit(at_exit);
+    }
+  } else {
+    s.backend = "none";
+  }
+  s.env = env;
+  s.initialized = true;
+}
+
+void init(InitOptions options) {
+  int argc = 0;
+  init(argc, nullptr, std::move(options));
+}
+
+bool is_initialized() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.initialized;
+}
+
+bool is_distributed() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.initialized && s.group && s.env.world_size > 1;
+}
+
+Launcher launcher() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return to_launcher(s.env.launcher);
+}
+
+int rank() { return state().env.rank; }
+int world_size() { return state().env.world_size; }
+int local_rank() {
+  auto& s = state();
+  if (s.initialized) {
+    return s.env.local_rank;
+  }
+  // Before init(): what the environment says, quietly.
+  try {
+    return detail::read_environment(detail::process_environment(),
+                                    std::nullopt, "", std::chrono::minutes(1))
+        .local_rank;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+int local_world_size() { return state().env.local_world_size; }
+bool is_main_process() { return rank() == 0; }
+
+torch::Device device() {
+  if (torch::cuda::is_available()) {
+    return torch::Device(torch::kCUDA,
+                         static_cast<c10::DeviceIndex>(local_rank()));
+  }
+  return torch::Device(torch::kCPU);
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> process_group() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.group;
+}
+
+std::string backend_name() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.group ? s.backend : "none";
+}
+
+void barrier() {
+  auto group = group_for("barrier");
+  if (!group) {
+    return;
+  }
+  // An all-reduce of one element: works on every backend and version.
+  auto flag = torch::zeros({1}, torch::TensorOptions()
+                                    .dtype(torch::kInt)
+                                    .device(backend_device()));
+  std::vector<at::Tensor> tensors{flag};
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = group->allreduce(tensors);
+  } catch (const std::exception& e) {
+    rethrow_collective("barrier", e);
+  }
+  wait(work, "barrier");
+}
+
+void all_reduce(torch::Tensor& tensor, ReduceOp op) {
+  auto group = group_for("all_reduce");
+  if (!group) {
+    return; // one process: the value is already the reduction
+  }
+  if (!tensor.defined()) {
+    throw std::invalid_argument("ddp::all_reduce: undefined tensor");
+  }
+  torch::NoGradGuard no_grad;
+  // The collective needs a contiguous tensor on the backend's device (NCCL:
+  // the GPU); anything else goes through a copy.
+  const bool direct = tensor.is_contiguous() && on_backend_device(tensor);
+  std::vector<at::Tensor> tensors{
+      direct ? tensor : tensor.to(backend_device_for(tensor)).contiguous()};
+  c10d::AllreduceOptions options;
+  options.reduceOp = to_c10d(op);
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = group->allreduce(tensors, options);
+  } catch (const std::exception& e) {
+    rethrow_collective("all_reduce", e);
+  }
+  wait(work, "all_reduce");
+  if (!direct) {
+    tensor.copy_(tensors[0]);
+  }
+  if (op == ReduceOp::kMean) {
+    if (tensor.is_floating_point() || tensor.is_complex()) {
+      tensor.div_(world_size());
+    } else {
+      tensor.copy_(tensor.div(world_size(), "trunc"));
+    }
+  }
+}
+
+double all_reduce(double value, ReduceOp op) {
+  if (!group_for("all_reduce")) {
+    return value;
+  }
+  auto tensor = torch::full({1}, value,
+                            torch::TensorOptions()
+                                .dtype(torch::kFloat64)
+                                .device(backend_device()));
+  all_reduce(tensor, op);
+  return tensor.item<double>();
+}
+
+int64_t all_reduce(int64_t value, ReduceOp op) {
+  if (!group_for("all_reduce")) {
+    return value;
+  }
+  auto tensor = torch::full({1}, value,
+                            torch::TensorOptions()
+                                .dtype(torch::kInt64)
+                                .device(backend_device()));
+  all_reduce(tensor, op);
+  return tensor.item<int64_t>();
+}
+
+std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) {
+  auto group = group_for("all_gather");
+  if (!group) {
+    return {tensor};
+  }
+  if (!tensor.defined()) {
+    throw std::invalid_argument("ddp::all_gather: undefined tensor");
+  }
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> inputs{
+      tensor.to(backend_device_for(tensor)).contiguous()};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int i = 0; i < world_size(); ++i) {
+    outputs[0].push_back(torch::empty_like(inputs[0]));
+  }
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = group->allgather(outputs, inputs);
+  } catch (const std::exception& e) {
+    rethrow_collective("all_gather", e);
+  }
+  wait(work, "all_gather");
+  if (!on_backend_device(tensor)) {
+    for (auto& t : outputs[0]) {
+      t = t.to(tensor.device());
+    }
+  }
+  return outputs[0];
+}
+
+void broadcast(torch::Tensor& tensor, int src) {
+  auto group = group_for("broadcast");
+  if (src < 0 || src >= world_size()) {
+    throw std::invalid_argument("ddp::broadcast: src=" + std::to_string(src) +
+                                " is not a rank (world size " +
+                                std::to_string(world_size()) + ")");
+  }
+  if (!group) {
+    return;
+  }
+  if (!tensor.defined()) {
+    throw std::invalid_argument("ddp::broadcast: undefined tensor");
+  }
+  torch::NoGradGuard no_grad;
+  const bool direct = tensor.is_contiguous() && on_backend_device(tensor);
+  std::vector<at::Tensor> tensors{
+      direct ? tensor : tensor.to(backend_device_for(tensor)).contiguous()};
+  c10d::BroadcastOptions options;
+  options.rootRank = src;
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = group->broadcast(tensors, options);
+  } catch (const std::exception& e) {
+    rethrow_collective("broadcast", e);
+  }
+  wait(work, "broadcast");
+  if (!direct) {
+    tensor.copy_(tensors[0]);
+  }
+}
+
+void shutdown() {
+  auto& s = state();
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  c10::intrusive_ptr<c10d::Store> store;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    group = std::move(s.group);
+    store = std::move(s.store);
+    s.group.reset();
+    s.store.reset();
+    s.backend = "none";
+    // init() may run again; until then collectives in a world of several
+    // processes throw instead of silently doing nothing.
+    s.initialized = false;
+  }
+  group.reset(); // joins the backend's threads
+  store.reset();
+}
+
+} // namespace ddp

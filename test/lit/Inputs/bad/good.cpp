@@ -1,0 +1,3 @@
+#include <torch/torch.h>
+
+int main() { return torch::ones({2}).cuda().defined() ? 0 : 1; }

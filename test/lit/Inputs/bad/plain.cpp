@@ -1,0 +1,2 @@
+// No LibTorch at all: nothing to migrate.
+int main() { return 0; }

@@ -1,0 +1,4 @@
+#pragma once
+#include <torch/torch.h>
+
+inline torch::Tensor place(torch::Tensor t) { return t.cuda(); }

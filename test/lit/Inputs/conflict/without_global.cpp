@@ -1,0 +1,3 @@
+#include "helper.h"
+
+torch::Tensor twice(torch::Tensor t) { return place(t) * 2; }

@@ -1,0 +1,223 @@
+// Collective helpers of the ddp runtime on Gloo over loopback, at 2 and 3
+// ranks, and their no-op behaviour without a launcher.
+
+#include "multiprocess.h"
+
+#include <ddp/distributed.h>
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
+#include <fstream>
+
+namespace {
+
+class Collectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(Collectives, InitSeesTheJob) {
+  const int world = GetParam();
+  ddp_test::run_ranks(world, [world] {
+    EXPECT_TRUE(ddp::is_initialized());
+    EXPECT_TRUE(ddp::is_distributed());
+    EXPECT_EQ(ddp::world_size(), world);
+    EXPECT_EQ(ddp::rank(), std::stoi(std::getenv("RANK")));
+    EXPECT_EQ(ddp::local_rank(), ddp::rank());
+    EXPECT_EQ(ddp::local_world_size(), world);
+    EXPECT_EQ(ddp::is_main_process(), ddp::rank() == 0);
+    EXPECT_EQ(ddp::launcher(), ddp::Launcher::kTorchrun);
+    EXPECT_EQ(ddp::backend_name(), "gloo");
+    EXPECT_EQ(ddp::device(), torch::Device(torch::kCPU));
+    ASSERT_TRUE(ddp::process_group());
+    EXPECT_EQ(ddp::process_group()->getSize(), world);
+    EXPECT_EQ(ddp::process_group()->getRank(), ddp::rank());
+    ddp::barrier();
+  });
+}
+
+TEST_P(Collectives, AllReduceTensorOps) {
+  const int world = GetParam();
+  ddp_test::run_ranks(world, [world] {
+    const int r = ddp::rank();
+    // Rank r holds {r+1, 10*(r+1)}.
+    auto make = [r] {
+      return torch::tensor({double(r + 1), 10.0 * (r + 1)}, torch::kFloat64);
+    };
+    const double n = world;
+    const double sum1 = n * (n + 1) / 2;
+
+    auto t = make();
+    ddp::all_reduce(t); // default: sum
+    EXPECT_DOUBLE_EQ(t[0].item<double>(), sum1);
+    EXPECT_DOUBLE_EQ(t[1].item<double>(), 10 * sum1);
+
+    t = make();
+    ddp::all_reduce(t, ddp::ReduceOp::kMean);
+    EXPECT_DOUBLE_EQ(t[0].item<double>(), sum1 / n);
+    EXPECT_DOUBLE_EQ(t[1].item<double>(), 10 * sum1 / n);
+
+    t = make();
+    ddp::all_reduce(t, ddp::ReduceOp::kMax);
+    EXPECT_DOUBLE_EQ(t[0].item<double>(), n);
+    EXPECT_DOUBLE_EQ(t[1].item<double>(), 10 * n);
+
+    t = make();
+    ddp::all_reduce(t, ddp::ReduceOp::kMin);
+    EXPECT_DOUBLE_EQ(t[0].item<double>(), 1);
+    EXPECT_DOUBLE_EQ(t[1].item<double>(), 10);
+
+    // A non-contiguous view is reduced in place too.
+    auto base = torch::zeros({2, 3});
+    base.select(1, 1).fill_(float(r + 1));
+    auto column = base.select(1, 1);
+    ASSERT_FALSE(column.is_contiguous());
+    ddp::all_reduce(column);
+    EXPECT_FLOAT_EQ(base[0][1].item<float>(), float(sum1));
+    EXPECT_FLOAT_EQ(base[1][1].item<float>(), float(sum1));
+    EXPECT_FLOAT_EQ(base[0][0].item<float>(), 0.f);
+
+    // Integer tensors: kMean truncates.
+    auto ints = torch::tensor({int64_t(r)}, torch::kInt64);
+    ddp::all_reduce(ints, ddp::ReduceOp::kMean);
+    EXPECT_EQ(ints.item<int64_t>(), (world * (world - 1) / 2) / world);
+  });
+}
+
+TEST_P(Collectives, AllReduceScalars) {
+  const int world = GetParam();
+  ddp_test::run_ranks(world, [world] {
+    const int r = ddp::rank();
+    EXPECT_DOUBLE_EQ(ddp::all_reduce(0.5 * (r + 1)), 0.5 * world * (world + 1) / 2);
+    EXPECT_DOUBLE_EQ(ddp::all_reduce(double(r), ddp::ReduceOp::kMean),
+                     (world - 1) / 2.0);
+    EXPECT_DOUBLE_EQ(ddp::all_reduce(double(r), ddp::ReduceOp::kMax), world - 1);
+    EXPECT_DOUBLE_EQ(ddp::all_reduce(double(r) - 5, ddp::ReduceOp::kMin), -5);
+    EXPECT_EQ(ddp::all_reduce(int64_t(r + 1)), int64_t(world * (world + 1) / 2));
+    EXPECT_EQ(ddp::all_reduce(int64_t(r), ddp::ReduceOp::kMax), int64_t(world - 1));
+    EXPECT_EQ(ddp::all_reduce(int64_t(r), ddp::ReduceOp::kMin), int64_t(0));
+    // Beyond double's exact range: the int64 path does not go through double.
+    const int64_t big = (int64_t(1) << 60) + 1;
+    EXPECT_EQ(ddp::all_reduce(r == 0 ? big : int64_t(0)), big);
+  });
+}
+
+TEST_P(Collectives, AllGatherInRankOrder) {
+  const int world = GetParam();
+  ddp_test::run_ranks(world, [world] {
+    const int r = ddp::rank();
+    auto mine = torch::full({2, 2}, float(r * 3 + 1));
+    const auto all = ddp::all_gather(mine);
+    ASSERT_EQ(int(all.size()), world);
+    for (int i = 0; i < world; ++i) {
+      EXPECT_EQ(all[i].sizes(), mine.sizes());
+      EXPECT_TRUE(torch::equal(all[i], torch::full({2, 2}, float(i * 3 + 1))))
+          << "slot " << i;
+    }
+    // The input is untouched.
+    EXPECT_TRUE(torch::equal(mine, torch::full({2, 2}, float(r * 3 + 1))));
+  });
+}
+
+TEST_P(Collectives, BroadcastFromAnyRoot) {
+  const int world = GetParam();
+  ddp_test::run_ranks(world, [world] {
+    const int r = ddp::rank();
+    for (int src = 0; src < world; ++src) {
+      auto t = torch::full({3}, float(100 * r + 7));
+      ddp::broadcast(t, src);
+      EXPECT_TRUE(torch::equal(t, torch::full({3}, float(100 * src + 7))))
+          << "src " << src;
+    }
+    auto t = torch::zeros({1});
+    EXPECT_THROW(ddp::broadcast(t, world), std::invalid_argument);
+    EXPECT_THROW(ddp::broadcast(t, -1), std::invalid_argument);
+  });
+}
+
+TEST_P(Collectives, BarrierOrdersFileWrites) {
+  const int world = GetParam();
+  ddp_test::run_ranks(world, [world] {
+    const int r = ddp::rank();
+    const std::string dir = ddp_test::shared_dir();
+    std::ofstream(dir + "/before" + std::to_string(r)) << r;
+    ddp::barrier();
+    // After the barrier every rank has written its file.
+    for (int i = 0; i < world; ++i) {
+      std::ifstream in(dir + "/before" + std::to_string(i));
+      int value = -1;
+      in >> value;
+      EXPECT_EQ(value, i) << "rank " << i << " had not written before the barrier";
+    }
+    ddp::barrier();
+  });
+}
+
+// MASTER_ADDR set to this host's own non-loopback address, as on a cluster:
+// Gloo binds the interface that routes to the master.
+TEST(CollectivesNetwork, MasterOnANonLoopbackAddress) {
+  std::string address;
+  if (ifaddrs* list = nullptr; ::getifaddrs(&list) == 0) {
+    for (ifaddrs* a = list; a != nullptr && address.empty(); a = a->ifa_next) {
+      if (a->ifa_addr != nullptr && a->ifa_addr->sa_family == AF_INET &&
+          !(a->ifa_flags & IFF_LOOPBACK) && (a->ifa_flags & IFF_UP)) {
+        char text[INET_ADDRSTRLEN] = {0};
+        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr,
+                    text, sizeof(text));
+        address = text;
+      }
+    }
+    ::freeifaddrs(list);
+  }
+  if (address.empty()) {
+    GTEST_SKIP() << "this host has no non-loopback IPv4 address";
+  }
+  ddp_test::RankOptions options;
+  options.env = {{"MASTER_ADDR", address}};
+  ddp_test::run_ranks(
+      2,
+      [address] {
+        EXPECT_EQ(std::string(std::getenv("MASTER_ADDR")), address);
+        EXPECT_EQ(ddp::all_reduce(int64_t(ddp::rank() + 1)), 3);
+      },
+      options);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(2, 3),
+                         [](const auto& info) {
+                           return std::to_string(info.param) + "ranks";
+                         });
+
+// Without a launcher (the test process itself, no RANK/WORLD_SIZE): one
+// process, no process group, helpers leave values as they are.
+TEST(CollectivesNoLauncher, HelpersAreNoOps) {
+  if (ddp_test::is_worker() || std::getenv("RANK") || std::getenv("WORLD_SIZE") ||
+      std::getenv("SLURM_PROCID") || std::getenv("OMPI_COMM_WORLD_RANK")) {
+    GTEST_SKIP() << "runs only outside any launcher";
+  }
+  ddp::init();
+  EXPECT_TRUE(ddp::is_initialized());
+  EXPECT_FALSE(ddp::is_distributed());
+  EXPECT_EQ(ddp::launcher(), ddp::Launcher::kNone);
+  EXPECT_EQ(ddp::world_size(), 1);
+  EXPECT_EQ(ddp::rank(), 0);
+  EXPECT_TRUE(ddp::is_main_process());
+  EXPECT_FALSE(ddp::process_group());
+  EXPECT_EQ(ddp::backend_name(), "none");
+  ddp::barrier();
+  auto t = torch::tensor({1.5, -2.0});
+  ddp::all_reduce(t, ddp::ReduceOp::kMean);
+  EXPECT_TRUE(torch::equal(t, torch::tensor({1.5, -2.0})));
+  EXPECT_EQ(ddp::all_reduce(3.25, ddp::ReduceOp::kSum), 3.25);
+  EXPECT_EQ(ddp::all_reduce(int64_t(-4), ddp::ReduceOp::kMax), -4);
+  const auto gathered = ddp::all_gather(t);
+  ASSERT_EQ(gathered.size(), 1u);
+  EXPECT_TRUE(torch::equal(gathered[0], t));
+  ddp::broadcast(t, 0);
+  EXPECT_TRUE(torch::equal(t, torch::tensor({1.5, -2.0})));
+  EXPECT_THROW(ddp::broadcast(t, 1), std::invalid_argument);
+  ddp::shutdown();
+}
+
+} // namespace

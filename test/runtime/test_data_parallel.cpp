@@ -1,0 +1,632 @@
+// ddp::DistributedDataParallel on 2 and 3 Gloo ranks over loopback: the
+// result of N ranks with batch B must equal one process with batch N*B.
+
+#include "multiprocess.h"
+
+#include <ddp/data_parallel.h>
+#include <ddp/distributed.h>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Linear and Conv2d layers, as the issue asks.
+struct ConvNetImpl : torch::nn::Module {
+  ConvNetImpl() {
+    conv1 = register_module(
+        "conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).padding(1)));
+    conv2 = register_module(
+        "conv2",
+        torch::nn::Conv2d(torch::nn::Conv2dOptions(4, 6, 3).stride(2).padding(1)));
+    fc1 = register_module("fc1", torch::nn::Linear(6 * 4 * 4, 16));
+    fc2 = register_module("fc2", torch::nn::Linear(16, 5));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(conv1->forward(x));
+    x = torch::relu(conv2->forward(x));
+    x = torch::relu(fc1->forward(x.flatten(1)));
+    return fc2->forward(x);
+  }
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(ConvNet);
+
+constexpr int64_t kBatch = 4; // per rank
+constexpr int kSteps = 5;
+
+// The global batch of one step, the same on every rank and in the reference.
+std::pair<torch::Tensor, torch::Tensor> global_batch(int step, int64_t size) {
+  torch::manual_seed(1000 + step);
+  return {torch::randn({size, 3, 8, 8}), torch::randn({size, 5})};
+}
+
+std::pair<torch::Tensor, torch::Tensor> local_batch(int step) {
+  const int64_t n = ddp::world_size();
+  auto [x, y] = global_batch(step, n * kBatch);
+  return {x.narrow(0, ddp::rank() * kBatch, kBatch),
+          y.narrow(0, ddp::rank() * kBatch, kBatch)};
+}
+
+// Rank 0's initial weights: every rank starts elsewhere, so the test also
+// proves the constructor's broadcast.
+ConvNet make_net(int seed) {
+  torch::manual_seed(seed);
+  return ConvNet();
+}
+
+std::unique_ptr<torch::optim::SGD> make_sgd(torch::nn::Module& m) {
+  return std::make_unique<torch::optim::SGD>(
+      m.parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+}
+
+// |a - b| <= 1e-5 relative to the size of the reference tensor.
+void expect_close(const torch::Tensor& a, const torch::Tensor& b,
+                  const std::string& what) {
+  ASSERT_TRUE(a.defined()) << what;
+  ASSERT_TRUE(b.defined()) << what;
+  ASSERT_EQ(a.sizes(), b.sizes()) << what;
+  const double diff = (a - b).abs().max().item<double>();
+  const double scale = b.abs().max().item<double>();
+  EXPECT_LE(diff, 1e-5 * std::max(scale, 1e-3))
+      << what << ": max difference " << diff << " at scale " << scale;
+}
+
+void expect_modules_close(torch::nn::Module& a, torch::nn::Module& b) {
+  auto pa = a.named_parameters();
+  auto pb = b.named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (const auto& item : pa) {
+    expect_close(item.value(), pb[item.key()], item.key());
+  }
+}
+
+void write_bytes(torch::nn::Module& m, const std::string& tag) {
+  std::ofstream out(ddp_test::shared_dir() + "/" + tag + "_rank" +
+                        std::to_string(ddp::rank()),
+                    std::ios::binary);
+  for (const auto& p : m.parameters()) {
+    auto c = p.detach().contiguous();
+    out.write(static_cast<const char*>(c.data_ptr()),
+              static_cast<std::streamsize>(c.nbytes()));
+  }
+  for (const auto& b : m.buffers()) {
+    auto c = b.detach().contiguous();
+    out.write(static_cast<const char*>(c.data_ptr()),
+              static_cast<std::streamsize>(c.nbytes()));
+  }
+}
+
+// In the parent: every rank's file holds the same bytes.
+void expect_identical_files(const std::string& tag, int world_size) {
+  std::vector<std::string> contents;
+  for (int r = 0; r < world_size; ++r) {
+    std::ifstream in(ddp_test::shared_dir() + "/" + tag + "_rank" +
+                         std::to_string(r),
+                     std::ios::binary);
+    ASSERT_TRUE(in.good()) << "rank " << r << " left no " << tag;
+    contents.emplace_back(std::istreambuf_iterator<char>(in),
+                          std::istreambuf_iterator<char>());
+  }
+  ASSERT_FALSE(contents[0].empty());
+  for (int r = 1; r < world_size; ++r) {
+    EXPECT_TRUE(contents[r] == contents[0])
+        << tag << ": rank " << r << " differs from rank 0";
+  }
+}
+
+// Reference: one process, batch N*B, the same steps.
+ConvNet train_reference(int steps, int world_size) {
+  auto ref = make_net(7);
+  auto opt = make_sgd(*ref);
+  for (int step = 0; step < steps; ++step) {
+    auto [x, y] = global_batch(step, world_size * kBatch);
+    opt->zero_grad();
+    torch::mse_loss(ref->forward(x), y).backward();
+    opt->step();
+  }
+  return ref;
+}
+
+void matches_single_process(int world_size) {
+  ddp_test::run_ranks(world_size, [] {
+    auto model = make_net(7 + 100 * ddp::rank());
+    ddp::DistributedDataParallel model_ddp(model);
+    ASSERT_TRUE(model_ddp.is_active());
+    auto opt = make_sgd(*model);
+    for (int step = 0; step < kSteps; ++step) {
+      auto [x, y] = local_batch(step);
+      opt->zero_grad();
+      auto loss = torch::mse_loss(model->forward(x), y);
+      loss.backward();
+      opt->step();
+    }
+    auto ref = train_reference(kSteps, ddp::world_size());
+    expect_modules_close(*model, *ref);
+    const auto stats = model_ddp.stats();
+    EXPECT_EQ(stats.synced_backwards, kSteps);
+    EXPECT_EQ(stats.allreduces, kSteps * model_ddp.bucket_count());
+    EXPECT_EQ(stats.broadcasts, 0); // no buffers in this model
+    write_bytes(*model, "params");
+  });
+  if (!ddp_test::is_worker()) {
+    expect_identical_files("params", world_size);
+  }
+}
+
+TEST(DataParallel, TwoRanksMatchOneProcessWithGlobalBatch) {
+  matches_single_process(2);
+}
+
+TEST(DataParallel, ThreeRanksMatchOneProcessWithGlobalBatch) {
+  matches_single_process(3);
+}
+
+// The three ways a program can hold its model.
+TEST(DataParallel, SharedPtrAndByValueModules) {
+  ddp_test::run_ranks(2, [] {
+    torch::manual_seed(7 + 100 * ddp::rank());
+    auto shared = std::make_shared<ConvNetImpl>();
+    torch::manual_seed(7 + 100 * ddp::rank());
+    ConvNetImpl by_value;
+    ddp::DistributedDataParallel ddp_shared(shared);
+    ddp::DistributedDataParallel ddp_value(by_value);
+    static_assert(std::is_same<decltype(ddp_shared),
+                               ddp::DistributedDataParallel<ConvNetImpl>>::value);
+    static_assert(std::is_same<decltype(ddp_value),
+                               ddp::DistributedDataParallel<ConvNetImpl>>::value);
+    EXPECT_EQ(&ddp_value.module(), &by_value);
+    EXPECT_EQ(ddp_shared.operator->(), shared.get());
+    auto opt_shared = make_sgd(*shared);
+    auto opt_value = make_sgd(by_value);
+    for (int step = 0; step < 2; ++step) {
+      auto [x, y] = local_batch(step);
+      opt_shared->zero_grad();
+      opt_value->zero_grad();
+      // Through the wrapper's pass-through and through the module itself.
+      torch::mse_loss(ddp_shared(x), y).backward();
+      torch::mse_loss(by_value.forward(x), y).backward();
+      opt_shared->step();
+      opt_value->step();
+    }
+    auto ref = train_reference(2, ddp::world_size());
+    expect_modules_close(*shared, *ref);
+    expect_modules_close(by_value, *ref);
+  });
+}
+
+// A branch that only some ranks take, and one that no rank takes.
+struct BranchyImpl : torch::nn::Module {
+  BranchyImpl() {
+    trunk = register_module("trunk", torch::nn::Linear(6, 8));
+    sometimes = register_module("sometimes", torch::nn::Linear(8, 3));
+    always = register_module("always", torch::nn::Linear(8, 3));
+    never = register_module("never", torch::nn::Linear(8, 3));
+  }
+  torch::Tensor forward(torch::Tensor x, bool use_sometimes) {
+    auto h = torch::tanh(trunk->forward(x));
+    auto out = always->forward(h);
+    if (use_sometimes) {
+      out = out + sometimes->forward(h);
+    }
+    return out;
+  }
+  torch::nn::Linear trunk{nullptr}, sometimes{nullptr}, always{nullptr},
+      never{nullptr};
+};
+TORCH_MODULE(Branchy);
+
+TEST(DataParallel, UnusedParametersDoNotHang) {
+  ddp_test::run_ranks(3, [] {
+    torch::manual_seed(3);
+    Branchy model;
+    torch::manual_seed(3);
+    Branchy ref; // the same weights, trained on the global batch locally
+    ddp::DistributedDataParallel model_ddp(model, ddp::DistributedDataParallelOptions()
+                                                      .bucket_cap_mb(0.0001)
+                                                      .first_bucket_cap_mb(0.0001));
+    ASSERT_GT(model_ddp.bucket_count(), 2);
+    const int n = ddp::world_size();
+    for (int step = 0; step < 3; ++step) {
+      torch::manual_seed(50 + step);
+      auto x = torch::randn({n * 2, 6});
+      auto y = torch::randn({n * 2, 3});
+      // Rank 0 uses `sometimes` on even steps only: in the other steps no
+      // rank does, and its grad stays as the last synced step left it.
+      const bool use = ddp::rank() == 0 && step % 2 == 0;
+      model->zero_grad();
+      auto lx = x.narrow(0, ddp::rank() * 2, 2);
+      auto ly = y.narrow(0, ddp::rank() * 2, 2);
+      torch::mse_loss(model->forward(lx, use), ly).backward();
+
+      // Expected: the mean over ranks of each rank's local gradient, where a
+      // rank without the branch contributes zero.
+      ref->zero_grad();
+      for (int r = 0; r < n; ++r) {
+        auto rx = x.narrow(0, r * 2, 2);
+        auto ry = y.narrow(0, r * 2, 2);
+        auto loss = torch::mse_loss(ref->forward(rx, r == 0 && step % 2 == 0), ry);
+        (loss / n).backward();
+      }
+      for (const auto& item : ref->named_parameters()) {
+        const auto& got = model->named_parameters()[item.key()].grad();
+        if (item.key().rfind("never", 0) == 0) {
+          // No rank ever gave it a gradient: undefined, as under PyTorch.
+          EXPECT_FALSE(got.defined()) << item.key();
+          continue;
+        }
+        if (!item.value().grad().defined()) {
+          EXPECT_FALSE(got.defined()) << item.key();
+          continue;
+        }
+        expect_close(got, item.value().grad(), item.key());
+      }
+    }
+    write_bytes(*model, "params");
+  });
+  if (!ddp_test::is_worker()) {
+    expect_identical_files("params", 3);
+  }
+}
+
+TEST(DataParallel, NoSyncAccumulatesAndSynchronisesOnce) {
+  ddp_test::run_ranks(2, [] {
+    auto model = make_net(7 + 100 * ddp::rank());
+    ddp::DistributedDataParallel model_ddp(model);
+    auto ref = make_net(7);
+    const int n = ddp::world_size();
+    constexpr int kMicro = 3;
+    model->zero_grad();
+    for (int micro = 0; micro < kMicro; ++micro) {
+      auto [x, y] = local_batch(micro);
+      if (micro + 1 < kMicro) {
+        auto guard = model_ddp.no_sync();
+        EXPECT_FALSE(model_ddp.require_backward_grad_sync());
+        torch::mse_loss(model->forward(x), y).backward();
+        EXPECT_EQ(model_ddp.stats().collectives(), 0) << "no_sync communicated";
+      } else {
+        EXPECT_TRUE(model_ddp.require_backward_grad_sync());
+        torch::mse_loss(model->forward(x), y).backward();
+      }
+    }
+    const auto stats = model_ddp.stats();
+    EXPECT_EQ(stats.synced_backwards, 1);
+    EXPECT_EQ(stats.allreduces, model_ddp.bucket_count());
+
+    // Reference: sum over micro-batches of the global-batch gradient.
+    ref->zero_grad();
+    for (int micro = 0; micro < kMicro; ++micro) {
+      auto [x, y] = global_batch(micro, n * kBatch);
+      torch::mse_loss(ref->forward(x), y).backward();
+    }
+    for (const auto& item : ref->named_parameters()) {
+      expect_close(model->named_parameters()[item.key()].grad(),
+                   item.value().grad(), item.key());
+    }
+  });
+}
+
+// Two backward passes before one step: each all-reduces its own part.
+TEST(DataParallel, TwoBackwardPassesPerStep) {
+  ddp_test::run_ranks(2, [] {
+    auto model = make_net(7 + 100 * ddp::rank());
+    ddp::DistributedDataParallel model_ddp(model);
+    auto opt = make_sgd(*model);
+    auto ref = make_net(7);
+    auto ref_opt = make_sgd(*ref);
+    const int n = ddp::world_size();
+    for (int step = 0; step < 3; ++step) {
+      auto [x, y] = local_batch(step);
+      opt->zero_grad();
+      auto out = model->forward(x);
+      torch::mse_loss(out, y).backward(torch::Tensor(), /*retain_graph=*/true);
+      (out.abs().mean() * 0.1).backward();
+      opt->step();
+
+      auto [gx, gy] = global_batch(step, n * kBatch);
+      ref_opt->zero_grad();
+      auto ref_out = ref->forward(gx);
+      torch::mse_loss(ref_out, gy).backward(torch::Tensor(), true);
+      (ref_out.abs().mean() * 0.1).backward();
+      ref_opt->step();
+    }
+    EXPECT_EQ(model_ddp.stats().synced_backwards, 6);
+    expect_modules_close(*model, *ref);
+  });
+}
+
+// A GAN: two wrapped models, the generator's gradient flowing through the
+// discriminator.
+TEST(DataParallel, TwoModels) {
+  ddp_test::run_ranks(2, [] {
+    auto make = [](int seed) {
+      torch::manual_seed(seed);
+      return std::make_pair(
+          torch::nn::Sequential(torch::nn::Linear(4, 8), torch::nn::Tanh(),
+                                torch::nn::Linear(8, 6)),
+          torch::nn::Sequential(torch::nn::Linear(6, 8), torch::nn::Tanh(),
+                                torch::nn::Linear(8, 1)));
+    };
+    auto [gen, disc] = make(11 + ddp::rank());
+    auto [ref_gen, ref_disc] = make(11);
+    ddp::DistributedDataParallel gen_ddp(gen);
+    ddp::DistributedDataParallel disc_ddp(disc);
+    torch::optim::SGD gen_opt(gen->parameters(), 0.1);
+    torch::optim::SGD disc_opt(disc->parameters(), 0.1);
+    torch::optim::SGD ref_gen_opt(ref_gen->parameters(), 0.1);
+    torch::optim::SGD ref_disc_opt(ref_disc->parameters(), 0.1);
+    const int n = ddp::world_size();
+    constexpr int64_t b = 3;
+    auto step = [](torch::nn::Sequential& g, torch::nn::Sequential& d,
+                   torch::optim::SGD& g_opt, torch::optim::SGD& d_opt,
+                   const torch::Tensor& noise, const torch::Tensor& real) {
+      d_opt.zero_grad();
+      auto fake = g->forward(noise);
+      auto d_loss = torch::mse_loss(d->forward(real), torch::ones({real.size(0), 1})) +
+                    torch::mse_loss(d->forward(fake.detach()),
+                                    torch::zeros({real.size(0), 1}));
+      d_loss.backward();
+      d_opt.step();
+      g_opt.zero_grad();
+      torch::mse_loss(d->forward(fake), torch::ones({real.size(0), 1})).backward();
+      g_opt.step();
+    };
+    for (int it = 0; it < 3; ++it) {
+      torch::manual_seed(70 + it);
+      auto noise = torch::randn({n * b, 4});
+      auto real = torch::randn({n * b, 6});
+      step(gen, disc, gen_opt, disc_opt, noise.narrow(0, ddp::rank() * b, b),
+           real.narrow(0, ddp::rank() * b, b));
+      step(ref_gen, ref_disc, ref_gen_opt, ref_disc_opt, noise, real);
+    }
+    expect_modules_close(*gen, *ref_gen);
+    expect_modules_close(*disc, *ref_disc);
+    // The discriminator took part in both backward passes of every step,
+    // the generator only in the second one.
+    EXPECT_EQ(disc_ddp.stats().synced_backwards, 6);
+    EXPECT_EQ(gen_ddp.stats().synced_backwards, 3);
+  });
+}
+
+TEST(DataParallel, ShapeMismatchIsNamed) {
+  ddp_test::run_ranks(2, [] {
+    torch::nn::Sequential model(torch::nn::Linear(4, 5),
+                                torch::nn::Linear(5, ddp::rank() == 0 ? 2 : 3));
+    try {
+      ddp::DistributedDataParallel model_ddp(model);
+      ADD_FAILURE() << "no error on rank " << ddp::rank();
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("'1.weight'"), std::string::npos) << what;
+      EXPECT_NE(what.find("[2, 5]"), std::string::npos) << what;
+      EXPECT_NE(what.find("[3, 5]"), std::string::npos) << what;
+      EXPECT_NE(what.find("rank 1"), std::string::npos) << what;
+    }
+  });
+}
+
+TEST(DataParallel, ParameterCountMismatchIsAnError) {
+  ddp_test::run_ranks(3, [] {
+    torch::nn::Sequential model(torch::nn::Linear(4, 5));
+    if (ddp::rank() == 2) {
+      model->push_back(torch::nn::Linear(5, 5));
+    }
+    try {
+      ddp::DistributedDataParallel model_ddp(model);
+      ADD_FAILURE() << "no error on rank " << ddp::rank();
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("#2"), std::string::npos) << what;
+      EXPECT_NE(what.find("rank 2 has 4"), std::string::npos) << what;
+    }
+  });
+}
+
+// An MLP whose layers are 4 KiB and 40 KiB of float32 parameters.
+torch::nn::Sequential small_mlp() {
+  return torch::nn::Sequential(torch::nn::Linear(32, 32), torch::nn::ReLU(),
+                               torch::nn::Linear(32, 320), torch::nn::ReLU(),
+                               torch::nn::Linear(320, 10));
+}
+
+TEST(DataParallel, BucketsFollowCapsInReverseOrder) {
+  ddp_test::run_ranks(2, [] {
+    auto model = small_mlp();
+    // 0.01 MiB = 10485 bytes: the first bucket closes as soon as it holds
+    // 4 KiB; later ones at 10 KiB.
+    ddp::DistributedDataParallel model_ddp(
+        model, ddp::DistributedDataParallelOptions()
+                   .first_bucket_cap_mb(4096.0 / (1 << 20))
+                   .bucket_cap_mb(0.01));
+    const std::vector<std::vector<std::string>> expected = {
+        {"4.bias", "4.weight"},           // 40 + 12800 bytes >= 4 KiB
+        {"2.bias", "2.weight"},           // 1280 + 40960 >= 10 KiB
+        {"0.bias", "0.weight"}};          // the rest
+    EXPECT_EQ(model_ddp.bucket_parameter_names(), expected);
+    EXPECT_EQ(model_ddp.bucket_count(), 3);
+
+    ddp::DistributedDataParallel<> defaults(small_mlp());
+    EXPECT_EQ(defaults.bucket_count(), 1); // 55 KiB: one bucket under 1 MiB
+
+    torch::optim::SGD opt(model->parameters(), 0.1);
+    for (int step = 0; step < 4; ++step) {
+      opt.zero_grad();
+      model->forward(torch::randn({2, 32})).sum().backward();
+      opt.step();
+    }
+    const auto stats = model_ddp.stats();
+    EXPECT_EQ(stats.allreduces, 4 * 3);
+    // Per bucket: the gradients plus one float flag per parameter.
+    const int64_t numel = 32 * 32 + 32 + 320 * 32 + 320 + 10 * 320 + 10;
+    EXPECT_EQ(stats.bytes, 4 * (numel + 6) * 4);
+  });
+}
+
+TEST(DataParallel, FrozenParametersAreNotCommunicated) {
+  ddp_test::run_ranks(2, [] {
+    torch::manual_seed(ddp::rank());
+    auto model = small_mlp();
+    model[0]->as<torch::nn::Linear>()->weight.set_requires_grad(false);
+    model[0]->as<torch::nn::Linear>()->bias.set_requires_grad(false);
+    ddp::DistributedDataParallel model_ddp(model);
+    for (const auto& bucket : model_ddp.bucket_parameter_names()) {
+      for (const auto& name : bucket) {
+        EXPECT_NE(name.rfind("0.", 0), 0u) << name;
+      }
+    }
+    model->forward(torch::randn({2, 32})).sum().backward();
+    EXPECT_FALSE(model[0]->as<torch::nn::Linear>()->weight.grad().defined());
+    // Broadcast still covered the frozen weights.
+    write_bytes(*model, "frozen");
+  });
+  if (!ddp_test::is_worker()) {
+    expect_identical_files("frozen", 2);
+  }
+}
+
+// Buffers (BatchNorm running statistics) follow rank 0.
+TEST(DataParallel, BuffersFollowRankZero) {
+  ddp_test::run_ranks(2, [] {
+    torch::manual_seed(ddp::rank());
+    torch::nn::Sequential model(torch::nn::Linear(4, 6), torch::nn::BatchNorm1d(6),
+                                torch::nn::Linear(6, 1));
+    ddp::DistributedDataParallel model_ddp(model);
+    torch::optim::SGD opt(model->parameters(), 0.1);
+    for (int step = 0; step < 3; ++step) {
+      torch::manual_seed(100 * ddp::rank() + step); // different data per rank
+      opt.zero_grad();
+      model->forward(torch::randn({5, 4})).pow(2).mean().backward();
+      opt.step();
+    }
+    EXPECT_EQ(model_ddp.stats().broadcasts, 3);
+    write_bytes(*model, "with_buffers");
+  });
+  if (!ddp_test::is_worker()) {
+    expect_identical_files("with_buffers", 2);
+  }
+}
+
+TEST(DataParallel, DestructionDetachesAndDoubleWrapIsAnError) {
+  ddp_test::run_ranks(2, [] {
+    auto model = small_mlp();
+    {
+      ddp::DistributedDataParallel model_ddp(model);
+      EXPECT_THROW(ddp::DistributedDataParallel again(model), std::exception);
+    }
+    // Gone: gradients stay local. Rank r runs a batch of r + 1 rows, so the
+    // last bias gradient of sum() is r + 1 locally and 1.5 when averaged.
+    auto bias = model[4]->as<torch::nn::Linear>()->bias;
+    const int64_t rows = ddp::rank() + 1;
+    model->forward(torch::randn({rows, 32})).sum().backward();
+    EXPECT_TRUE(torch::equal(bias.grad(), torch::full({10}, double(rows))))
+        << bias.grad();
+    // A new wrapper attaches again.
+    ddp::DistributedDataParallel model_ddp(model);
+    model->zero_grad();
+    model->forward(torch::randn({rows, 32})).sum().backward();
+    EXPECT_TRUE(torch::equal(bias.grad(), torch::full({10}, 1.5))) << bias.grad();
+    EXPECT_EQ(model_ddp.stats().synced_backwards, 1);
+  });
+}
+
+// A placement inside a helper: the wrapper lives on without an object.
+void place_and_wrap(torch::nn::Sequential& model) {
+  model->to(torch::kCPU);
+  ddp::distribute(model);
+}
+
+TEST(DataParallel, DistributeKeepsTheWrapperForTheModelsLifetime) {
+  ddp_test::run_ranks(2, [] {
+    auto model = small_mlp();
+    place_and_wrap(model);
+    place_and_wrap(model); // a helper called again (every epoch) is fine
+    auto& wrapper = ddp::distribute(model);
+    EXPECT_EQ(&wrapper, &ddp::distribute(model));
+    EXPECT_TRUE(wrapper.wraps(*model));
+    const int64_t rows = ddp::rank() + 1;
+    model->forward(torch::randn({rows, 32})).sum().backward();
+    auto bias = model[4]->as<torch::nn::Linear>()->bias;
+    EXPECT_TRUE(torch::equal(bias.grad(), torch::full({10}, 1.5))) << bias.grad();
+    EXPECT_EQ(wrapper.stats().synced_backwards, 1);
+  });
+}
+
+// Fails in backward, after the hooks of the layers above it have fired.
+struct ThrowInBackward : torch::autograd::Function<ThrowInBackward> {
+  static torch::Tensor forward(torch::autograd::AutogradContext*,
+                               torch::Tensor x) {
+    return x.clone();
+  }
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext*, torch::autograd::variable_list) {
+    throw std::runtime_error("failure inside backward");
+  }
+};
+
+TEST(DataParallel, FailedBackwardDoesNotBreakTheNextOne) {
+  ddp_test::run_ranks(2, [] {
+    auto model = small_mlp();
+    ddp::DistributedDataParallel model_ddp(model);
+    const int64_t rows = ddp::rank() + 1;
+    auto x = torch::randn({rows, 32});
+    auto h = model[0]->as<torch::nn::Linear>()->forward(x);
+    h = ThrowInBackward::apply(h);
+    for (size_t i = 1; i < model->size(); ++i) {
+      h = model[i]->as<torch::nn::Linear>()
+              ? model[i]->as<torch::nn::Linear>()->forward(h)
+              : torch::relu(h);
+    }
+    EXPECT_THROW(h.sum().backward(), std::exception);
+    EXPECT_EQ(model_ddp.stats().synced_backwards, 0);
+    model->zero_grad();
+    model->forward(x).sum().backward();
+    EXPECT_EQ(model_ddp.stats().synced_backwards, 1);
+    auto bias = model[4]->as<torch::nn::Linear>()->bias;
+    EXPECT_TRUE(torch::equal(bias.grad(), torch::full({10}, 1.5))) << bias.grad();
+  });
+}
+
+// Without a launcher the wrapper does nothing and training runs as before.
+TEST(DataParallel, SingleProcessIsANoOp) {
+  ddp_test::RankOptions options;
+  ddp_test::run_ranks(
+      1,
+      [] {
+        ASSERT_FALSE(ddp::is_distributed());
+        auto model = make_net(7);
+        ddp::DistributedDataParallel model_ddp(model);
+        EXPECT_FALSE(model_ddp.is_active());
+        EXPECT_EQ(model_ddp.bucket_count(), 0);
+        auto opt = make_sgd(*model);
+        for (int step = 0; step < 2; ++step) {
+          auto [x, y] = global_batch(step, kBatch);
+          opt->zero_grad();
+          torch::mse_loss(model_ddp(x), y).backward();
+          opt->step();
+        }
+        EXPECT_EQ(model_ddp.stats().collectives(), 0);
+        auto ref = make_net(7);
+        auto ref_opt = make_sgd(*ref);
+        for (int step = 0; step < 2; ++step) {
+          auto [x, y] = global_batch(step, kBatch);
+          ref_opt->zero_grad();
+          torch::mse_loss(ref->forward(x), y).backward();
+          ref_opt->step();
+        }
+        for (const auto& item : ref->named_parameters()) {
+          EXPECT_TRUE(torch::equal(model->named_parameters()[item.key()],
+                                   item.value()))
+              << item.key();
+        }
+      },
+      options);
+}
+
+} // namespace

@@ -1,0 +1,316 @@
+// The ddprun launcher: the environment it gives workers, failure handling,
+// signal forwarding, output prefixes, a job of two ddprun "nodes" on
+// loopback, and usage errors. Workers are the runtime's probe program
+// (init_probe.cpp) or /bin/sh.
+
+#include "multiprocess.h"
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+namespace {
+
+using ddp_test::Command;
+
+const std::vector<std::string> kLauncherVars = {
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+    "MASTER_PORT", "OMP_NUM_THREADS", "DDP_TIMEOUT_SECONDS", "DDP_BACKEND",
+    "TORCHELASTIC_USE_AGENT_STORE"};
+
+Command ddprun(std::vector<std::string> args,
+               std::vector<std::pair<std::string, std::string>> env = {}) {
+  Command command;
+  command.argv = {DDPRUN_PATH};
+  command.argv.insert(command.argv.end(), args.begin(), args.end());
+  for (const auto& var : kLauncherVars) {
+    command.env.emplace_back(var, ddp_test::unset_value());
+  }
+  for (auto& kv : env) {
+    command.env.push_back(kv);
+  }
+  return command;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+int count(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (size_t at = text.find(part); at != std::string::npos;
+       at = text.find(part, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+TEST(Ddprun, WorkersGetTorchrunEnvironment) {
+  const auto r = ddp_test::run_command(ddprun(
+      {"--nproc-per-node", "2", "--nnodes", "3", "--node-rank", "1",
+       "--master-addr", "10.1.2.3", "--master-port", "23456", "--", "/bin/sh",
+       "-c",
+       "echo \"env RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE "
+       "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK "
+       "GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE ROLE_RANK=$ROLE_RANK "
+       "MASTER=$MASTER_ADDR:$MASTER_PORT OMP=$OMP_NUM_THREADS "
+       "RESTARTS=$TORCHELASTIC_RESTART_COUNT RUN_ID_SET=${TORCHELASTIC_RUN_ID:+yes}\""}));
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (int local = 0; local < 2; ++local) {
+    const int rank = 2 + local;
+    const std::string expected =
+        "env RANK=" + std::to_string(rank) + " LOCAL_RANK=" +
+        std::to_string(local) +
+        " WORLD_SIZE=6 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 GROUP_WORLD_SIZE=3 "
+        "ROLE_RANK=" + std::to_string(rank) +
+        " MASTER=10.1.2.3:23456 OMP=1 RESTARTS=0 RUN_ID_SET=yes";
+    EXPECT_TRUE(contains(r.output, expected)) << expected << "\n" << r.output;
+  }
+}
+
+TEST(Ddprun, UnderscoreSpellingsAndExistingOmpThreads) {
+  const auto r = ddp_test::run_command(ddprun(
+      {"--nproc_per_node=3", "--master_port=23457", "/bin/sh", "-c",
+       "echo \"w=$WORLD_SIZE p=$MASTER_PORT a=$MASTER_ADDR omp=$OMP_NUM_THREADS\""},
+      {{"OMP_NUM_THREADS", "4"}}));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(count(r.output, "w=3 p=23457 a=127.0.0.1 omp=4"), 3) << r.output;
+}
+
+TEST(Ddprun, FreePortWhenNoneGiven) {
+  const auto r = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "2", "/bin/sh", "-c", "echo port=$MASTER_PORT"}));
+  EXPECT_EQ(r.status, 0) << r.output;
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(r.output, match, std::regex("port=([0-9]+)")))
+      << r.output;
+  const int port = std::stoi(match[1]);
+  EXPECT_GT(port, 0);
+  EXPECT_LT(port, 65536);
+  // Both workers got the same one.
+  EXPECT_EQ(count(r.output, "port=" + match[1].str()), 2) << r.output;
+}
+
+TEST(Ddprun, RunsAJobOfTheRuntime) {
+  const auto r = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "3", DDP_INIT_PROBE_PATH, "sum"}), 180);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_TRUE(contains(r.output, "rank=" + std::to_string(rank) +
+                                       " world=3 local_rank=" +
+                                       std::to_string(rank) +
+                                       " local_world=3 distributed=1 "
+                                       "backend=gloo launcher=1"))
+        << r.output;
+    EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + " sum=6"))
+        << r.output;
+  }
+}
+
+TEST(Ddprun, LegacyLocalRankArgumentIsStripped) {
+  const auto r = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "1", DDP_INIT_PROBE_PATH, "--local_rank=0",
+              "x"}));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "args=x argv_terminated=1")) << r.output;
+}
+
+TEST(Ddprun, TwoNodesOnLoopbackFormOneJob) {
+  const std::string port = std::to_string(ddp_test::free_port());
+  std::vector<Command> nodes;
+  for (int node = 0; node < 2; ++node) {
+    nodes.push_back(ddprun({"--nnodes", "2", "--node-rank", std::to_string(node),
+                            "--nproc-per-node", "2", "--master-addr",
+                            "127.0.0.1", "--master-port", port, "--tee",
+                            DDP_INIT_PROBE_PATH, "sum"},
+                           {{"DDP_TIMEOUT_SECONDS", "120"}}));
+  }
+  const auto results = ddp_test::run_commands(nodes, 240);
+  for (int node = 0; node < 2; ++node) {
+    const auto& r = results[static_cast<size_t>(node)];
+    ASSERT_FALSE(r.timed_out) << r.output;
+    EXPECT_EQ(r.status, 0) << r.output;
+    for (int local = 0; local < 2; ++local) {
+      const int rank = node * 2 + local;
+      const std::string prefix = "[rank" + std::to_string(rank) + "]: ";
+      EXPECT_TRUE(contains(r.output, prefix + "rank=" + std::to_string(rank) +
+                                         " world=4 local_rank=" +
+                                         std::to_string(local) +
+                                         " local_world=2 distributed=1"))
+          << r.output;
+      // 1+2+3+4: all four ranks took part in one all-reduce.
+      EXPECT_TRUE(contains(r.output, prefix + "rank " + std::to_string(rank) +
+                                         " sum=10"))
+          << r.output;
+    }
+  }
+}
+
+TEST(Ddprun, FailedWorkerEndsTheOthersWithItsExitCode) {
+  // Rank 1 exits 7 after a barrier; ranks 0 and 2 would sleep 10 minutes.
+  const auto r = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "3", "--grace-period", "2",
+              DDP_INIT_PROBE_PATH, "fail", "1", "7"}),
+      120);
+  ASSERT_FALSE(r.timed_out) << "the other workers were not ended: " << r.output;
+  EXPECT_EQ(r.status, 7) << r.output;
+  EXPECT_TRUE(contains(r.output, "worker rank 1")) << r.output;
+  EXPECT_TRUE(contains(r.output, "exited with code 7")) << r.output;
+}
+
+TEST(Ddprun, WorkerFailingMidTrainingEndsTheJob) {
+  // The others are inside all-reduces when rank 2 exits 3. Their timeout is
+  // 10 minutes and the test gives up after 2: the job must end because the
+  // peer is gone, not because a timeout expired.
+  const auto r = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "3", DDP_INIT_PROBE_PATH, "fail-train", "2",
+              "3"},
+             {{"DDP_TIMEOUT_SECONDS", "600"}}),
+      120);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status, 3) << r.output;
+}
+
+TEST(Ddprun, KilledWorkerGives128PlusSignal) {
+  const auto r = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "2", "/bin/sh", "-c",
+              "if [ $RANK = 1 ]; then kill -KILL $$; fi; exec sleep 600"}),
+      120);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status, 128 + SIGKILL) << r.output;
+  EXPECT_TRUE(contains(r.output, "killed by signal 9")) << r.output;
+}
+
+TEST(Ddprun, WorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {
+  const auto r = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "2", "--grace-period", "1", "/bin/sh", "-c",
+              "if [ $RANK = 1 ]; then exit 4; fi; trap '' TERM; "
+              "while :; do sleep 1; done"}),
+      120);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status, 4) << r.output;
+}
+
+/// Starts ddprun with two sleeping workers, sends it `sig` once both are
+/// up, and checks it ends with 128+sig and leaves no worker behind.
+void check_signal_forwarded(int sig) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("ddprun_signal_" + std::to_string(::getpid()) + "_" +
+                    std::to_string(sig));
+  std::filesystem::create_directories(dir);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const std::string path = DDPRUN_PATH;
+    const std::string probe = DDP_INIT_PROBE_PATH;
+    const std::string d = dir.string();
+    ::setenv("OMP_NUM_THREADS", "1", 1);
+    for (const char* var : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                            "MASTER_PORT"}) {
+      ::unsetenv(var);
+    }
+    ::execl(path.c_str(), path.c_str(), "--nproc-per-node", "2", probe.c_str(),
+            "ready-sleep", d.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  // Wait until both workers are in their sleep.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  std::vector<pid_t> workers;
+  while (workers.size() < 2 && std::chrono::steady_clock::now() < give_up) {
+    workers.clear();
+    for (int rank = 0; rank < 2; ++rank) {
+      std::ifstream in(dir / ("ready" + std::to_string(rank)));
+      pid_t worker = 0;
+      if (in >> worker) {
+        workers.push_back(worker);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(workers.size(), 2u) << "workers did not start";
+  ::kill(pid, sig);
+  int status = 0;
+  pid_t done = 0;
+  while (std::chrono::steady_clock::now() < give_up &&
+         (done = ::waitpid(pid, &status, WNOHANG)) == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (done != pid) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "ddprun did not end after signal " << sig;
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + sig);
+  // ddprun reaped its workers: they no longer exist.
+  for (pid_t worker : workers) {
+    EXPECT_EQ(::kill(worker, 0), -1) << "worker " << worker << " still runs";
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Ddprun, SigtermIsForwardedToWorkers) { check_signal_forwarded(SIGTERM); }
+
+TEST(Ddprun, SigintIsForwardedToWorkers) { check_signal_forwarded(SIGINT); }
+
+TEST(Ddprun, PrefixedOutputPerRank) {
+  const auto r = ddp_test::run_command(ddprun(
+      {"--nproc-per-node", "2", "--tee", "/bin/sh", "-c",
+       "echo out$RANK; echo err$RANK >&2; printf 'tail%s' $RANK"}));
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string p = "[rank" + std::to_string(rank) + "]: ";
+    EXPECT_TRUE(contains(r.output, p + "out" + std::to_string(rank) + "\n"))
+        << r.output;
+    EXPECT_TRUE(contains(r.output, p + "err" + std::to_string(rank) + "\n"))
+        << r.output;
+    EXPECT_TRUE(contains(r.output, p + "tail" + std::to_string(rank) + "\n"))
+        << r.output;
+  }
+  // Without --tee nothing is prefixed.
+  const auto plain = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "2", "/bin/sh", "-c", "echo out$RANK"}));
+  EXPECT_EQ(plain.status, 0);
+  EXPECT_FALSE(contains(plain.output, "[rank")) << plain.output;
+  EXPECT_TRUE(contains(plain.output, "out1")) << plain.output;
+}
+
+TEST(Ddprun, UsageErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    int status;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{}, 2, "no PROGRAM"},
+      {{"--nproc-per-node", "0", "true"}, 2, "--nproc-per-node"},
+      {{"--nproc-per-node", "x", "true"}, 2, "--nproc-per-node"},
+      {{"--nnodes", "2", "--node-rank", "2", "true"}, 2, "--node-rank 2"},
+      {{"--nnodes", "1:4", "true"}, 2, "elastic"},
+      {{"--master-port", "70000", "true"}, 2, "--master-port"},
+      {{"--bogus", "true"}, 2, "unknown option '--bogus'"},
+      {{"--nproc-per-node"}, 2, "needs a value"},
+      {{"/nonexistent/program"}, 127, "cannot run '/nonexistent/program'"},
+  };
+  for (const auto& c : cases) {
+    const auto r = ddp_test::run_command(ddprun(c.args));
+    EXPECT_EQ(r.status, c.status) << r.output;
+    EXPECT_TRUE(contains(r.output, c.message)) << c.message << "\n" << r.output;
+  }
+  const auto help = ddp_test::run_command(ddprun({"--help"}));
+  EXPECT_EQ(help.status, 0);
+  EXPECT_TRUE(contains(help.output, "usage: ddprun")) << help.output;
+  EXPECT_TRUE(contains(help.output, "--nproc-per-node")) << help.output;
+}
+
+} // namespace

@@ -1,0 +1,34 @@
+//===- Output.h - files, diffs and diagnostics ------------------*- C++ -*-===//
+
+#ifndef DDPIFY_OUTPUT_H
+#define DDPIFY_OUTPUT_H
+
+#include "Pipeline.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace ddpify {
+
+/// `migrate`: writes the edited files in place or into a mirror of the root.
+int writeMigration(const ToolOptions &Options, const PipelineResult &Result);
+
+/// `diff`: prints a unified diff (a/ b/ paths relative to the root) to OS.
+int printDiff(const PipelineResult &Result, llvm::raw_ostream &OS);
+
+/// `lint`: prints the Findings selected by Checks as clang-style warnings.
+int printLint(const ToolOptions &Options, const PipelineResult &Result,
+              llvm::raw_ostream &OS);
+
+/// The end-of-run summary on stderr: edit counts (unless Quiet) and every
+/// finding that was reported instead of rewritten (always).
+void printReport(const ToolOptions &Options, const PipelineResult &Result);
+
+/// A unified diff of one file with 3 lines of context; empty when equal.
+std::string unifiedDiff(llvm::StringRef RelativePath, llvm::StringRef Old,
+                        llvm::StringRef New);
+
+/// Whether a `--checks` glob list (`-*,ddp-cuda-*`) enables CheckName.
+bool isCheckEnabled(llvm::StringRef Globs, llvm::StringRef CheckName);
+
+} // namespace ddpify
+
+#endif // DDPIFY_OUTPUT_H

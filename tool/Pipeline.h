@@ -1,0 +1,49 @@
+//===- Pipeline.h - compilation database -> Findings -> edits ---*- C++ -*-===//
+
+#ifndef DDPIFY_PIPELINE_H
+#define DDPIFY_PIPELINE_H
+
+#include "ddpify/EditSet.h"
+#include "ddpify/Finding.h"
+#include <string>
+#include <vector>
+
+namespace ddpify {
+
+enum class Mode { Migrate, Diff, Lint };
+
+/// Exit codes shared by every mode.
+enum ExitCode { ExitOk = 0, ExitFindings = 1, ExitError = 2 };
+
+struct ToolOptions {
+  Mode RunMode = Mode::Migrate;
+  std::vector<std::string> Sources;
+  std::string Root;
+  std::string BuildPath;
+  bool InPlace = false;
+  std::string OutDir;
+  std::vector<std::string> ExtraArgs;
+  std::vector<std::string> ExtraArgsBefore;
+  bool Quiet = false;
+  std::string Checks;
+  /// Compiler arguments after `--`, when given.
+  bool HasFixedArgs = false;
+  std::vector<std::string> FixedArgs;
+  /// Clang's builtin headers for this binary.
+  std::string ResourceDir;
+};
+
+struct PipelineResult {
+  std::string Root; ///< Absolute, real path of the project root.
+  FindingList Findings;
+  EditSet Edits;
+};
+
+/// Parses every source, collects Findings and turns them into edits (plus R9
+/// includes unless in lint mode). Returns ExitOk, or ExitError after
+/// printing why.
+int runPipeline(const ToolOptions &Options, PipelineResult &Result);
+
+} // namespace ddpify
+
+#endif // DDPIFY_PIPELINE_H

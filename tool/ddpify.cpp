@@ -1,0 +1,229 @@
+//===- ddpify.cpp - The ddpify command line -------------------------------===//
+//
+// ddpify migrate|diff|lint [options] <source>... [-p <build-path>]
+//        [-- <compiler args>]
+//
+//===----------------------------------------------------------------------===//
+
+#include "Output.h"
+#include "Pipeline.h"
+#include "ddpify/Registry.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+#include <cstring>
+
+using namespace llvm;
+using namespace ddpify;
+
+namespace {
+
+cl::OptionCategory DdpifyCategory("ddpify options");
+
+cl::list<std::string> Sources(cl::Positional, cl::desc("<source>..."),
+                              cl::cat(DdpifyCategory));
+cl::opt<std::string>
+    BuildPath("p",
+              cl::desc("Build directory holding compile_commands.json "
+                       "(default: searched from the first source's folder "
+                       "upwards)"),
+              cl::value_desc("build-path"), cl::cat(DdpifyCategory));
+cl::opt<std::string>
+    Root("root",
+         cl::desc("Project root: only files under it are rewritten, and "
+                  "every source must be under it (default: the git "
+                  "top-level of the first source, else its folder)"),
+         cl::value_desc("dir"), cl::cat(DdpifyCategory));
+cl::opt<bool> InPlace("in-place",
+                      cl::desc("migrate: rewrite the changed files in place"),
+                      cl::cat(DdpifyCategory));
+cl::alias InPlaceShort("i", cl::desc("Alias for --in-place"),
+                       cl::aliasopt(InPlace), cl::cat(DdpifyCategory));
+cl::opt<std::string>
+    OutDir("out-dir",
+           cl::desc("migrate: write a copy of the files under the root into "
+                    "<dir>, changed ones rewritten (skips .git and build "
+                    "trees)"),
+           cl::value_desc("dir"), cl::cat(DdpifyCategory));
+cl::list<std::string>
+    ExtraArgs("extra-arg",
+              cl::desc("Additional argument to append to the compiler "
+                       "command line"),
+              cl::cat(DdpifyCategory));
+cl::list<std::string>
+    ExtraArgsBefore("extra-arg-before",
+                    cl::desc("Additional argument to prepend to the compiler "
+                             "command line"),
+                    cl::cat(DdpifyCategory));
+cl::opt<std::string>
+    Checks("checks",
+           cl::desc("lint: comma-separated globs of checks to run, '-' "
+                    "removes (e.g. '-*,ddp-cuda-call'; default: all)"),
+           cl::init("*"), cl::cat(DdpifyCategory));
+cl::opt<bool> Quiet("quiet",
+                    cl::desc("No progress or statistics on stderr (errors "
+                             "and not-rewritten items are still shown)"),
+                    cl::cat(DdpifyCategory));
+
+const char Overview[] =
+    "ddpify: turn a single-GPU LibTorch program into a multi-process DDP "
+    "program.\n\n"
+    "  ddpify migrate|diff|lint [options] <source>... [-p <build-path>] "
+    "[-- <compiler args>]\n\n"
+    "modes:\n"
+    "  migrate  rewrite the sources (and the headers under --root they "
+    "include);\n"
+    "           needs --in-place or --out-dir\n"
+    "  diff     print the edits as a unified diff for git apply / patch -p1\n"
+    "  lint     print clang-style warnings with fix-its\n";
+
+std::string rulesHelp() {
+  std::string Text = "\nRules (lint check in brackets):\n";
+  for (const RuleInfo &Rule : allRules()) {
+    Text += "  " + Rule.RuleId.str();
+    if (!Rule.CheckName.empty())
+      Text += " [" + Rule.CheckName.str() + "]";
+    Text += ": " + Rule.Summary.str() + "\n";
+  }
+  return Text;
+}
+
+cl::extrahelp CompilationHelp(
+    "\nThe compilation database comes from -p, from compile_commands.json in "
+    "a parent folder\nof the first source, or from the compiler arguments "
+    "after `--` (e.g. `-- -std=c++17\n-I/usr/include/torch/csrc/api/include`)."
+    " LibTorch 1.13's headers do not parse\nwith Clang at -std=c++20: use "
+    "--extra-arg=-std=c++17.\n\n"
+    "Exit codes: 0 nothing found / written; 1 (diff, lint) changes pending or "
+    "warnings;\n2 error (bad option, no compilation database, parse error, "
+    "source outside the root,\nunwritable output, conflicting edits); "
+    "nothing is written on error.\n");
+
+/// <bin>/../lib/clang/<major> when the binary sits in an LLVM-like install,
+/// else the resource directory of the LLVM it was built against.
+std::string findResourceDir(const char *Argv0) {
+  static int Anchor;
+  std::string Exe = sys::fs::getMainExecutable(Argv0, &Anchor);
+  SmallString<256> Candidate(
+      sys::path::parent_path(sys::path::parent_path(Exe)));
+  sys::path::append(Candidate, "lib", "clang", DDPIFY_CLANG_MAJOR);
+  SmallString<256> Probe(Candidate);
+  sys::path::append(Probe, "include", "stddef.h");
+  if (sys::fs::exists(Probe))
+    return Candidate.str().str();
+  return DDPIFY_CLANG_RESOURCE_DIR;
+}
+
+} // namespace
+
+int main(int argc, const char **argv) {
+  InitLLVM Init(argc, argv);
+  cl::HideUnrelatedOptions(DdpifyCategory);
+  cl::SetVersionPrinter([](raw_ostream &OS) {
+    OS << "ddpify " << DDPIFY_VERSION << " (LLVM " << DDPIFY_CLANG_MAJOR
+       << ")\n";
+  });
+  static std::string Help = rulesHelp();
+  static cl::extrahelp RulesHelp(Help.c_str());
+
+  // The mode comes first, like `git <command>`; --help/--version pass through.
+  ToolOptions Options;
+  std::vector<const char *> Args{argv[0]};
+  int First = 1;
+  if (argc > 1 && argv[1][0] != '-') {
+    StringRef Name = argv[1];
+    if (Name == "migrate")
+      Options.RunMode = Mode::Migrate;
+    else if (Name == "diff")
+      Options.RunMode = Mode::Diff;
+    else if (Name == "lint")
+      Options.RunMode = Mode::Lint;
+    else if (Name.contains('/') || Name.contains('.')) {
+      errs() << "ddpify: error: no mode given before '" << Name
+             << "'; usage: ddpify migrate|diff|lint [options] <source>... "
+                "(see --help)\n";
+      return ExitError;
+    } else {
+      errs() << "ddpify: error: unknown mode '" << Name
+             << "'; expected migrate, diff or lint (see --help)\n";
+      return ExitError;
+    }
+    First = 2;
+  } else if (argc < 2 || (std::strcmp(argv[1], "--help") != 0 &&
+                          std::strcmp(argv[1], "-help") != 0 &&
+                          std::strcmp(argv[1], "-h") != 0 &&
+                          std::strcmp(argv[1], "--version") != 0)) {
+    errs() << "ddpify: error: no mode given; usage: ddpify migrate|diff|lint "
+              "[options] <source>... (see --help)\n";
+    return ExitError;
+  }
+  // Compiler arguments after `--` form a fixed compilation database.
+  for (int I = First; I < argc; ++I) {
+    if (std::strcmp(argv[I], "--") == 0) {
+      Options.HasFixedArgs = true;
+      for (int J = I + 1; J < argc; ++J)
+        Options.FixedArgs.push_back(argv[J]);
+      break;
+    }
+    Args.push_back(argv[I]);
+  }
+  std::string ParseErrors;
+  raw_string_ostream ErrorStream(ParseErrors);
+  if (!cl::ParseCommandLineOptions(Args.size(), Args.data(), Overview,
+                                   &ErrorStream)) {
+    ErrorStream.flush();
+    errs() << ParseErrors;
+    return ExitError;
+  }
+
+  Options.Sources.assign(Sources.begin(), Sources.end());
+  Options.Root = Root;
+  Options.BuildPath = BuildPath;
+  Options.InPlace = InPlace;
+  Options.OutDir = OutDir;
+  Options.ExtraArgs.assign(ExtraArgs.begin(), ExtraArgs.end());
+  Options.ExtraArgsBefore.assign(ExtraArgsBefore.begin(),
+                                 ExtraArgsBefore.end());
+  Options.Quiet = Quiet;
+  Options.Checks = Checks;
+  Options.ResourceDir = findResourceDir(argv[0]);
+
+  if (Options.Sources.empty()) {
+    errs() << "ddpify: error: no source files given\n";
+    return ExitError;
+  }
+  if (Options.RunMode == Mode::Migrate) {
+    if (Options.InPlace == !Options.OutDir.empty()) {
+      errs() << "ddpify: error: migrate needs exactly one of --in-place and "
+                "--out-dir\n";
+      return ExitError;
+    }
+  } else if (Options.InPlace || !Options.OutDir.empty()) {
+    errs() << "ddpify: error: --in-place and --out-dir only apply to "
+              "migrate\n";
+    return ExitError;
+  }
+
+  PipelineResult Result;
+  if (int Status = runPipeline(Options, Result))
+    return Status;
+
+  switch (Options.RunMode) {
+  case Mode::Migrate: {
+    int Status = writeMigration(Options, Result);
+    printReport(Options, Result);
+    return Status;
+  }
+  case Mode::Diff: {
+    int Status = printDiff(Result, outs());
+    outs().flush();
+    printReport(Options, Result);
+    return Status;
+  }
+  case Mode::Lint:
+    return printLint(Options, Result, outs());
+  }
+  return ExitError;
+}
