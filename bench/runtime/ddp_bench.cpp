@@ -27,9 +27,10 @@ struct Args {
   int64_t batch = 8;
   int steps = 40;
   int warmup = 8;
+  ddp::DistributedDataParallelOptions ddp_options;
 };
 
-Args parse(int argc, char** argv) {
+Args parse(int argc, char **argv) {
   Args args;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -51,11 +52,15 @@ Args parse(int argc, char** argv) {
         args.steps = std::stoi(value());
       } else if (a == "--warmup") {
         args.warmup = std::stoi(value());
+      } else if (a == "--bucket-cap-mb") {
+        args.ddp_options.bucket_cap_mb(std::stod(value()));
+      } else if (a == "--bucket-view") {
+        args.ddp_options.gradient_as_bucket_view(std::stoi(value()) != 0);
       } else {
         std::cerr << "ddp_bench: unknown argument " << a << "\n";
         std::exit(2);
       }
-    } catch (const std::logic_error&) {
+    } catch (const std::logic_error &) {
       std::cerr << "ddp_bench: bad number for " << a << "\n";
       std::exit(2);
     }
@@ -69,29 +74,28 @@ Args parse(int argc, char** argv) {
 
 // MLP 512-1024-1024-1024-10: about 3.2M parameters.
 torch::nn::Sequential make_mlp() {
-  return torch::nn::Sequential(
-      torch::nn::Linear(512, 1024), torch::nn::ReLU(), torch::nn::Linear(1024, 1024),
-      torch::nn::ReLU(), torch::nn::Linear(1024, 1024), torch::nn::ReLU(),
-      torch::nn::Linear(1024, 10));
+  return torch::nn::Sequential(torch::nn::Linear(512, 1024), torch::nn::ReLU(),
+                               torch::nn::Linear(1024, 1024), torch::nn::ReLU(),
+                               torch::nn::Linear(1024, 1024), torch::nn::ReLU(),
+                               torch::nn::Linear(1024, 10));
 }
 
 // A small ConvNet with BatchNorm on 3x32x32 inputs. `Norm` is plain
 // BatchNorm2d or ddp::SyncBatchNorm2d.
-template <typename Norm>
-torch::nn::Sequential make_convnet() {
+template <typename Norm> torch::nn::Sequential make_convnet() {
   namespace nn = torch::nn;
-  return nn::Sequential(
-      nn::Conv2d(nn::Conv2dOptions(3, 16, 3).padding(1)), Norm(16), nn::ReLU(),
-      nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(16, 32, 3).padding(1)),
-      Norm(32), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
-      nn::Linear(32 * 8 * 8, 10));
+  return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(3, 16, 3).padding(1)),
+                        Norm(16), nn::ReLU(), nn::MaxPool2d(2),
+                        nn::Conv2d(nn::Conv2dOptions(16, 32, 3).padding(1)),
+                        Norm(32), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
+                        nn::Linear(32 * 8 * 8, 10));
 }
 
 // CPU time (user + system, all threads: Gloo's included) of this process.
 double cpu_ms() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
-  auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+  auto ms = [](const timeval &t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
   return ms(usage.ru_utime) + ms(usage.ru_stime);
 }
 
@@ -109,7 +113,7 @@ double now_ms() {
 
 } // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
   try {
     const Args args = parse(argc, argv);
     torch::set_num_threads(1);
@@ -134,7 +138,7 @@ int main(int argc, char** argv) {
     }
     auto y = torch::randint(0, 10, {args.batch}, torch::kLong);
     int64_t numel = 0;
-    for (const auto& p : model->parameters()) {
+    for (const auto &p : model->parameters()) {
       numel += p.numel();
     }
 
@@ -164,10 +168,12 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    std::unique_ptr<ddp::DistributedDataParallel<torch::nn::SequentialImpl>> wrapped;
+    std::unique_ptr<ddp::DistributedDataParallel<torch::nn::SequentialImpl>>
+        wrapped;
     if (args.mode == "ddp") {
-      wrapped = std::make_unique<ddp::DistributedDataParallel<torch::nn::SequentialImpl>>(
-          model);
+      wrapped = std::make_unique<
+          ddp::DistributedDataParallel<torch::nn::SequentialImpl>>(
+          model, args.ddp_options);
     } else if (args.mode != "single") {
       std::cerr << "ddp_bench: unknown mode " << args.mode << "\n";
       return 2;
@@ -203,7 +209,8 @@ int main(int argc, char** argv) {
       }
       std::printf(
           "RESULT {\"mode\": \"%s\", \"model\": \"%s\", \"batch\": %lld, "
-          "\"params\": %lld, \"median_ms\": %.4f, \"cpu_ms\": %.4f, \"buckets\": %lld, "
+          "\"params\": %lld, \"median_ms\": %.4f, \"cpu_ms\": %.4f, "
+          "\"buckets\": %lld, "
           "\"allreduces_per_step\": %.3f, \"collectives_per_step\": %.3f, "
           "\"bytes_per_step\": %.1f}\n",
           args.mode.c_str(), args.model.c_str(),
@@ -214,7 +221,7 @@ int main(int argc, char** argv) {
           double(stats.bytes) / args.steps);
     }
     return 0;
-  } catch (const std::exception& e) {
+  } catch (const std::exception &e) {
     std::cerr << "ddp_bench: " << e.what() << "\n";
     return 1;
   }

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -578,8 +579,27 @@ int main(int argc, char** argv) {
       int status = 0;
       const pid_t pid = ::waitpid(-1, &status, 0);
       if (pid > 0) {
+        // When this thread ran late, several workers may have exited since:
+        // take them all in one round. waitpid(-1) returns zombies oldest
+        // child first, not in the order they died, so within a round a worker
+        // that exited with a code goes before one killed by a signal: the
+        // peers of a failed worker die by abort (a broken collective), so
+        // the code is the cause and the signal its consequence.
+        std::vector<std::pair<pid_t, int>> round{{pid, status}};
+        for (;;) {
+          int more_status = 0;
+          const pid_t more = ::waitpid(-1, &more_status, WNOHANG);
+          if (more <= 0) {
+            break;
+          }
+          round.emplace_back(more, more_status);
+        }
+        std::stable_sort(round.begin(), round.end(),
+                         [](const auto& a, const auto& b) {
+                           return WIFEXITED(a.second) && !WIFEXITED(b.second);
+                         });
         std::lock_guard<std::mutex> lock(exits_mutex);
-        exits.emplace_back(pid, status);
+        exits.insert(exits.end(), round.begin(), round.end());
       } else if (errno != EINTR) {
         return; // ECHILD: no children left
       }

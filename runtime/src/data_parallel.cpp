@@ -25,14 +25,14 @@ namespace ddp {
 namespace detail {
 namespace {
 
-constexpr const char* kWho = "ddp::DistributedDataParallel: ";
+constexpr const char *kWho = "ddp::DistributedDataParallel: ";
 
 // Per-parameter record in the shape check: ndim, dtype, requires_grad and up
 // to kMaxDims sizes (a deeper tensor folds the rest into the last slot).
 constexpr int64_t kMaxDims = 8;
 constexpr int64_t kRecord = 3 + kMaxDims;
 
-std::string shape_string(const int64_t* record) {
+std::string shape_string(const int64_t *record) {
   std::ostringstream out;
   const int64_t ndim = record[0];
   if (ndim < 0) {
@@ -55,19 +55,19 @@ std::string shape_string(const int64_t* record) {
 
 // Packs tensors of any dtypes into one byte buffer, so that a single
 // collective moves all of them bit-exactly.
-torch::Tensor pack_bytes(const std::vector<torch::Tensor>& tensors) {
+torch::Tensor pack_bytes(const std::vector<torch::Tensor> &tensors) {
   std::vector<torch::Tensor> bytes;
   bytes.reserve(tensors.size());
-  for (const auto& t : tensors) {
+  for (const auto &t : tensors) {
     bytes.push_back(t.detach().contiguous().reshape({-1}).view(torch::kUInt8));
   }
   return torch::cat(bytes);
 }
 
-void unpack_bytes(const torch::Tensor& flat,
-                  const std::vector<torch::Tensor>& tensors) {
+void unpack_bytes(const torch::Tensor &flat,
+                  const std::vector<torch::Tensor> &tensors) {
   int64_t offset = 0;
-  for (const auto& t : tensors) {
+  for (const auto &t : tensors) {
     const int64_t n = t.numel() * static_cast<int64_t>(t.element_size());
     auto src = flat.narrow(0, offset, n);
     auto dst = t.detach();
@@ -84,12 +84,12 @@ void unpack_bytes(const torch::Tensor& flat,
 
 // The accumulators already managed by a live wrapper: two wrappers on one
 // parameter would all-reduce (and average) its gradient twice.
-std::mutex& registry_mutex() {
+std::mutex &registry_mutex() {
   static std::mutex m;
   return m;
 }
-std::set<const torch::autograd::Node*>& registry() {
-  static std::set<const torch::autograd::Node*> nodes;
+std::set<const torch::autograd::Node *> &registry() {
+  static std::set<const torch::autograd::Node *> nodes;
   return nodes;
 }
 
@@ -100,26 +100,27 @@ class Reducer;
 // Post hook on a parameter's AccumulateGrad node: runs after the incoming
 // gradient has been added to param.grad.
 class ReadyHook : public torch::autograd::FunctionPostHook {
- public:
-  ReadyHook(Reducer* reducer, size_t index) : reducer_(reducer), index_(index) {}
-  torch::autograd::variable_list operator()(
-      const torch::autograd::variable_list& outputs,
-      const torch::autograd::variable_list& /*inputs*/) override;
+public:
+  ReadyHook(Reducer *reducer, size_t index)
+      : reducer_(reducer), index_(index) {}
+  torch::autograd::variable_list
+  operator()(const torch::autograd::variable_list &outputs,
+             const torch::autograd::variable_list & /*inputs*/) override;
 
- private:
-  Reducer* reducer_;
+private:
+  Reducer *reducer_;
   size_t index_;
 };
 
 class Reducer {
- public:
-  Reducer(torch::nn::Module& module, DistributedDataParallelOptions options)
+public:
+  Reducer(torch::nn::Module &module, DistributedDataParallelOptions options)
       : options_(std::move(options)) {
-    for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    for (const auto &item : module.named_parameters(/*recurse=*/true)) {
       all_names_.push_back(item.key());
       all_params_.push_back(item.value());
     }
-    for (const auto& item : module.named_buffers(/*recurse=*/true)) {
+    for (const auto &item : module.named_buffers(/*recurse=*/true)) {
       if (item.value().defined()) {
         buffers_.push_back(item.value());
       }
@@ -145,7 +146,7 @@ class Reducer {
 
   bool active() const { return static_cast<bool>(pg_); }
   // Whether `module` still holds exactly the parameters this reducer hooked.
-  bool holds_parameters_of(torch::nn::Module& module) const {
+  bool holds_parameters_of(torch::nn::Module &module) const {
     const auto params = module.parameters(/*recurse=*/true);
     if (params.size() != all_params_.size()) {
       return false;
@@ -157,7 +158,7 @@ class Reducer {
     }
     return true;
   }
-  const DistributedDataParallelOptions& options() const { return options_; }
+  const DistributedDataParallelOptions &options() const { return options_; }
 
   bool sync_enabled() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -179,7 +180,7 @@ class Reducer {
   int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
   std::vector<std::vector<std::string>> bucket_parameter_names() const {
     std::vector<std::vector<std::string>> names;
-    for (const auto& bucket : buckets_) {
+    for (const auto &bucket : buckets_) {
       names.emplace_back();
       for (size_t slot : bucket.slots) {
         names.back().push_back(slots_[slot].name);
@@ -201,7 +202,7 @@ class Reducer {
       // token's destructor then clears the half-done state, so the next
       // backward pass starts afresh instead of never synchronising again.
       struct Token {
-        Reducer* reducer = nullptr;
+        Reducer *reducer = nullptr;
         bool ran = false;
         ~Token() {
           if (reducer && !ran) {
@@ -220,19 +221,19 @@ class Reducer {
       token->reducer = this;
       in_backward_ = true;
     }
-    Slot& slot = slots_[index];
+    Slot &slot = slots_[index];
     if (slot.ready) {
       return; // reentrant backward fired the hook twice: already packed
     }
     slot.ready = true;
     pack(slot);
-    Bucket& bucket = buckets_[slot.bucket];
+    Bucket &bucket = buckets_[slot.bucket];
     if (--bucket.pending == 0) {
       launch_in_order();
     }
   }
 
- private:
+private:
   struct Slot {
     torch::Tensor param;
     std::string name;
@@ -257,14 +258,14 @@ class Reducer {
   // The parameter's slot in its bucket. An alias of the bucket's storage
   // rather than an autograd view: optimizers call detach_() on gradients,
   // which autograd refuses for views.
-  torch::Tensor view_of(const Slot& slot) const {
-    const auto& flat = buckets_[slot.bucket].flat;
+  torch::Tensor view_of(const Slot &slot) const {
+    const auto &flat = buckets_[slot.bucket].flat;
     return torch::empty({0}, flat.options())
         .set_(flat.storage(), flat.storage_offset() + slot.offset,
               slot.param.sizes(), c10::contiguous_strides(slot.param.sizes()));
   }
 
-  static bool is_view_of(const torch::Tensor& grad, const torch::Tensor& view) {
+  static bool is_view_of(const torch::Tensor &grad, const torch::Tensor &view) {
     return grad.defined() && grad.data_ptr() == view.data_ptr() &&
            grad.sizes() == view.sizes() && grad.strides() == view.strides();
   }
@@ -272,12 +273,12 @@ class Reducer {
   // Copies a parameter's gradient into its bucket slot (zeros when it has
   // none). With gradient_as_bucket_view, param.grad becomes that slot, so
   // from the next step on autograd accumulates straight into the bucket.
-  void pack(Slot& slot) {
+  void pack(Slot &slot) {
     torch::NoGradGuard no_grad;
     auto view = view_of(slot);
-    auto& grad = slot.param.mutable_grad();
-    const auto flag_index = buckets_[slot.bucket].grad_numel +
-                            static_cast<int64_t>(slot.position);
+    auto &grad = slot.param.mutable_grad();
+    const auto flag_index =
+        buckets_[slot.bucket].grad_numel + static_cast<int64_t>(slot.position);
     auto flag = buckets_[slot.bucket].flat.narrow(0, flag_index, 1);
     if (!grad.defined()) {
       view.zero_();
@@ -303,23 +304,23 @@ class Reducer {
     }
   }
 
-  void launch(Bucket& bucket) {
+  void launch(Bucket &bucket) {
     std::vector<torch::Tensor> tensors{bucket.flat};
     bucket.work = pg_->allreduce(tensors);
     bucket.launched = true;
     ++stats_.allreduces;
-    stats_.bytes += bucket.flat.numel() *
-                    static_cast<int64_t>(bucket.flat.element_size());
+    stats_.bytes +=
+        bucket.flat.numel() * static_cast<int64_t>(bucket.flat.element_size());
   }
 
   // Caller holds mutex_.
   void reset_backward_state() {
     in_backward_ = false;
     next_bucket_ = 0;
-    for (auto& slot : slots_) {
+    for (auto &slot : slots_) {
       slot.ready = false;
     }
-    for (auto& bucket : buckets_) {
+    for (auto &bucket : buckets_) {
       bucket.pending = bucket.slots.size();
       bucket.launched = false;
       bucket.work.reset();
@@ -330,14 +331,14 @@ class Reducer {
     std::lock_guard<std::mutex> lock(mutex_);
     // Whatever happens below, the next backward pass starts afresh.
     struct Reset {
-      Reducer* r;
+      Reducer *r;
       ~Reset() { r->reset_backward_state(); }
     } reset{this};
 
     // Parameters that got no gradient in this pass: their current grad (or
     // zeros) joins the all-reduce, so every rank launches every bucket.
     for (size_t b = next_bucket_; b < buckets_.size(); ++b) {
-      Bucket& bucket = buckets_[b];
+      Bucket &bucket = buckets_[b];
       for (size_t s : bucket.slots) {
         if (!slots_[s].ready) {
           pack(slots_[s]);
@@ -362,20 +363,20 @@ class Reducer {
     }
 
     torch::NoGradGuard no_grad;
-    for (auto& bucket : buckets_) {
+    for (auto &bucket : buckets_) {
       bucket.work->wait();
       auto grads = bucket.flat.narrow(0, 0, bucket.grad_numel);
       grads.div_(world_size_);
       auto flags = bucket.flat.narrow(0, bucket.grad_numel, bucket.slots.size())
                        .to(torch::kCPU, torch::kFloat);
-      const float* flag = flags.data_ptr<float>();
+      const float *flag = flags.data_ptr<float>();
       for (size_t i = 0; i < bucket.slots.size(); ++i) {
         if (flag[i] == 0) {
           continue; // no rank had a gradient: leave it undefined
         }
-        Slot& slot = slots_[bucket.slots[i]];
+        Slot &slot = slots_[bucket.slots[i]];
         auto view = view_of(slot);
-        auto& grad = slot.param.mutable_grad();
+        auto &grad = slot.param.mutable_grad();
         if (is_view_of(grad, view)) {
           continue;
         }
@@ -410,11 +411,11 @@ class Reducer {
     }
     const int64_t n = max_count.item<int64_t>();
     auto local = torch::full({1 + n * kRecord}, -1, torch::kLong);
-    auto* rec = local.data_ptr<int64_t>();
+    auto *rec = local.data_ptr<int64_t>();
     rec[0] = count;
     for (int64_t i = 0; i < count; ++i) {
-      const auto& p = all_params_[i];
-      int64_t* r = rec + 1 + i * kRecord;
+      const auto &p = all_params_[i];
+      int64_t *r = rec + 1 + i * kRecord;
       r[0] = p.dim();
       r[1] = static_cast<int64_t>(p.scalar_type());
       r[2] = p.requires_grad() ? 1 : 0;
@@ -434,12 +435,12 @@ class Reducer {
     pg_->allgather(gathered, input)->wait();
 
     // Every rank sees the same table, so every rank throws the same error.
-    const int64_t* ref = gathered[0][0].data_ptr<int64_t>();
+    const int64_t *ref = gathered[0][0].data_ptr<int64_t>();
     for (int64_t i = 0; i < n; ++i) {
       for (int other = 1; other < world_size_; ++other) {
-        const int64_t* cmp = gathered[0][other].data_ptr<int64_t>();
-        const int64_t* a = ref + 1 + i * kRecord;
-        const int64_t* b = cmp + 1 + i * kRecord;
+        const int64_t *cmp = gathered[0][other].data_ptr<int64_t>();
+        const int64_t *a = ref + 1 + i * kRecord;
+        const int64_t *b = cmp + 1 + i * kRecord;
         if (std::equal(a, a + kRecord, b)) {
           continue;
         }
@@ -451,8 +452,7 @@ class Reducer {
         msg << "(#" << i << " in named_parameters()) is " << shape_string(a)
             << " on rank 0 but " << shape_string(b) << " on rank " << other
             << "; rank 0 has " << ref[0] << " parameters, rank " << other
-            << " has " << cmp[0]
-            << ". Every rank must build the same model.";
+            << " has " << cmp[0] << ". Every rank must build the same model.";
         throw std::runtime_error(msg.str());
       }
     }
@@ -499,25 +499,28 @@ class Reducer {
     };
     std::map<std::pair<int, std::string>, Open> open;
     std::vector<std::vector<size_t>> closed;
-    const auto cap = static_cast<int64_t>(options_.bucket_cap_mb() * 1024 * 1024);
-    const auto first_cap = std::min(
-        cap, static_cast<int64_t>(options_.first_bucket_cap_mb() * 1024 * 1024));
+    const auto cap =
+        static_cast<int64_t>(options_.bucket_cap_mb() * 1024 * 1024);
+    const auto first_cap =
+        std::min(cap, static_cast<int64_t>(options_.first_bucket_cap_mb() *
+                                           1024 * 1024));
     for (size_t i = all_params_.size(); i-- > 0;) {
-      const auto& p = all_params_[i];
+      const auto &p = all_params_[i];
       if (!p.requires_grad()) {
         continue; // frozen: never gets a gradient, never communicated
       }
       TORCH_CHECK(p.layout() == torch::kStrided, kWho, "parameter '",
-                  all_names_[i], "' is not dense (sparse gradients are not "
+                  all_names_[i],
+                  "' is not dense (sparse gradients are not "
                   "supported)");
       Slot slot;
       slot.param = p;
       slot.name = all_names_[i];
       slot.numel = p.numel();
       slots_.push_back(std::move(slot));
-      auto key = std::make_pair(static_cast<int>(p.scalar_type()),
-                                p.device().str());
-      Open& bucket = open[key];
+      auto key =
+          std::make_pair(static_cast<int>(p.scalar_type()), p.device().str());
+      Open &bucket = open[key];
       bucket.slots.push_back(slots_.size() - 1);
       bucket.bytes += p.numel() * static_cast<int64_t>(p.element_size());
       if (bucket.bytes >= (closed.empty() ? first_cap : cap)) {
@@ -525,26 +528,27 @@ class Reducer {
         open.erase(key);
       }
     }
-    for (auto& item : open) {
+    for (auto &item : open) {
       closed.push_back(std::move(item.second.slots));
     }
     // Keyed buckets closed out of order: sort by their first parameter.
     std::stable_sort(closed.begin(), closed.end(),
-                     [](const auto& a, const auto& b) { return a[0] < b[0]; });
-    for (auto& members : closed) {
+                     [](const auto &a, const auto &b) { return a[0] < b[0]; });
+    for (auto &members : closed) {
       Bucket bucket;
       int64_t offset = 0;
       for (size_t pos = 0; pos < members.size(); ++pos) {
-        Slot& slot = slots_[members[pos]];
+        Slot &slot = slots_[members[pos]];
         slot.bucket = buckets_.size();
         slot.position = pos;
         slot.offset = offset;
         offset += slot.numel;
       }
-      const auto& first = slots_[members[0]].param;
+      const auto &first = slots_[members[0]].param;
       bucket.grad_numel = offset;
-      bucket.flat = torch::zeros({offset + static_cast<int64_t>(members.size())},
-                                 first.options().requires_grad(false));
+      bucket.flat =
+          torch::zeros({offset + static_cast<int64_t>(members.size())},
+                       first.options().requires_grad(false));
       bucket.slots = std::move(members);
       bucket.pending = bucket.slots.size();
       buckets_.push_back(std::move(bucket));
@@ -605,9 +609,9 @@ class Reducer {
   DataParallelStats stats_;
 };
 
-torch::autograd::variable_list ReadyHook::operator()(
-    const torch::autograd::variable_list& outputs,
-    const torch::autograd::variable_list& /*inputs*/) {
+torch::autograd::variable_list
+ReadyHook::operator()(const torch::autograd::variable_list &outputs,
+                      const torch::autograd::variable_list & /*inputs*/) {
   reducer_->mark_ready(index_);
   return outputs;
 }
@@ -620,7 +624,7 @@ NoSyncGuard::NoSyncGuard(std::shared_ptr<detail::Reducer> reducer)
   reducer_->set_sync_enabled(false);
 }
 
-NoSyncGuard::NoSyncGuard(NoSyncGuard&& other) noexcept
+NoSyncGuard::NoSyncGuard(NoSyncGuard &&other) noexcept
     : reducer_(std::move(other.reducer_)), previous_(other.previous_) {}
 
 NoSyncGuard::~NoSyncGuard() {
@@ -630,61 +634,72 @@ NoSyncGuard::~NoSyncGuard() {
 }
 
 DistributedDataParallelBase::DistributedDataParallelBase(
-    torch::nn::Module& module, DistributedDataParallelOptions options)
+    torch::nn::Module &module, DistributedDataParallelOptions options)
     : reducer_(std::make_shared<detail::Reducer>(module, std::move(options))) {}
 
 DistributedDataParallelBase::DistributedDataParallelBase(
-    DistributedDataParallelBase&&) noexcept = default;
-DistributedDataParallelBase& DistributedDataParallelBase::operator=(
-    DistributedDataParallelBase&&) noexcept = default;
+    DistributedDataParallelBase &&) noexcept = default;
+DistributedDataParallelBase &DistributedDataParallelBase::operator=(
+    DistributedDataParallelBase &&) noexcept = default;
 DistributedDataParallelBase::~DistributedDataParallelBase() = default;
 
+const std::shared_ptr<detail::Reducer> &
+DistributedDataParallelBase::checked_reducer() const {
+  TORCH_CHECK(reducer_,
+              "ddp::DistributedDataParallel: used after being moved from");
+  return reducer_;
+}
+
 NoSyncGuard DistributedDataParallelBase::no_sync() {
-  return NoSyncGuard(reducer_);
+  return NoSyncGuard(checked_reducer());
 }
 void DistributedDataParallelBase::set_require_backward_grad_sync(bool enabled) {
-  reducer_->set_sync_enabled(enabled);
+  checked_reducer()->set_sync_enabled(enabled);
 }
 bool DistributedDataParallelBase::require_backward_grad_sync() const {
-  return reducer_->sync_enabled();
+  return checked_reducer()->sync_enabled();
 }
 bool DistributedDataParallelBase::is_active() const {
-  return reducer_->active();
+  return checked_reducer()->active();
 }
-const DistributedDataParallelOptions& DistributedDataParallelBase::options()
-    const {
-  return reducer_->options();
+const DistributedDataParallelOptions &
+DistributedDataParallelBase::options() const {
+  return checked_reducer()->options();
 }
 DataParallelStats DistributedDataParallelBase::stats() const {
-  return reducer_->stats();
+  return checked_reducer()->stats();
 }
-void DistributedDataParallelBase::reset_stats() { reducer_->reset_stats(); }
-bool DistributedDataParallelBase::wraps(torch::nn::Module& module) const {
-  return reducer_ && reducer_->holds_parameters_of(module);
+void DistributedDataParallelBase::reset_stats() {
+  checked_reducer()->reset_stats();
+}
+bool DistributedDataParallelBase::wraps(torch::nn::Module &module) const {
+  return reducer_ && checked_reducer()->holds_parameters_of(module);
 }
 int64_t DistributedDataParallelBase::bucket_count() const {
-  return reducer_->bucket_count();
+  return checked_reducer()->bucket_count();
 }
 std::vector<std::vector<std::string>>
 DistributedDataParallelBase::bucket_parameter_names() const {
-  return reducer_->bucket_parameter_names();
+  return checked_reducer()->bucket_parameter_names();
 }
 
-DistributedDataParallelBase& distribute(torch::nn::Module& module,
-                                        DistributedDataParallelOptions options) {
+DistributedDataParallelBase &
+distribute(torch::nn::Module &module, DistributedDataParallelOptions options) {
   // Never destroyed: wrappers live until exit, and tearing them down among
   // LibTorch's own static destructors would be fragile.
-  static auto* mutex = new std::mutex;
-  static auto* wrappers = new std::map<const torch::nn::Module*,
-                                       std::unique_ptr<DistributedDataParallelBase>>;
+  static auto *mutex = new std::mutex;
+  static auto *wrappers =
+      new std::map<const torch::nn::Module *,
+                   std::unique_ptr<DistributedDataParallelBase>>;
   std::lock_guard<std::mutex> lock(*mutex);
-  auto& slot = (*wrappers)[&module];
+  auto &slot = (*wrappers)[&module];
   if (slot && slot->wraps(module)) {
     return *slot;
   }
   // A new module at a dead one's address: drop the stale wrapper first.
   slot.reset();
-  slot = std::make_unique<DistributedDataParallelBase>(module, std::move(options));
+  slot =
+      std::make_unique<DistributedDataParallelBase>(module, std::move(options));
   return *slot;
 }
 

@@ -31,3 +31,12 @@ config.substitutions.append(
     ("%expect", "bash " + os.path.join(config.test_source_root, "Inputs", "expect-exit.sh")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.environment["LC_ALL"] = "C"
+
+# The immutable attribute (ext4 and friends) lets the root-run tests make a
+# file that cannot be written: see bad-input-unwritable.test.
+import subprocess
+import tempfile
+with tempfile.NamedTemporaryFile(dir=config.test_exec_root) as probe:
+    if subprocess.call(["chattr", "+i", probe.name], stderr=subprocess.DEVNULL) == 0:
+        subprocess.call(["chattr", "-i", probe.name])
+        config.available_features.add("chattr")

@@ -34,10 +34,11 @@ constexpr double kMomentum = 0.9;
 struct ConvNetImpl : torch::nn::Module {
   ConvNetImpl() {
     conv1 = register_module(
-        "conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).padding(1)));
+        "conv1",
+        torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).padding(1)));
     conv2 = register_module(
-        "conv2",
-        torch::nn::Conv2d(torch::nn::Conv2dOptions(4, 6, 3).stride(2).padding(1)));
+        "conv2", torch::nn::Conv2d(
+                     torch::nn::Conv2dOptions(4, 6, 3).stride(2).padding(1)));
     fc1 = register_module("fc1", torch::nn::Linear(6 * 4 * 4, 16));
     fc2 = register_module("fc2", torch::nn::Linear(16, 5));
   }
@@ -52,20 +53,20 @@ struct ConvNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(ConvNet);
 
-void write_tensors(const std::string& path, const TensorMap& tensors) {
+void write_tensors(const std::string &path, const TensorMap &tensors) {
   std::ofstream out(path, std::ios::binary);
-  auto u32 = [&](uint32_t v) { out.write(reinterpret_cast<char*>(&v), 4); };
+  auto u32 = [&](uint32_t v) { out.write(reinterpret_cast<char *>(&v), 4); };
   out.write("DDPT", 4);
   u32(static_cast<uint32_t>(tensors.size()));
-  for (const auto& [name, tensor] : tensors) {
+  for (const auto &[name, tensor] : tensors) {
     auto t = tensor.detach().to(torch::kFloat).contiguous();
     u32(static_cast<uint32_t>(name.size()));
     out.write(name.data(), static_cast<std::streamsize>(name.size()));
     u32(static_cast<uint32_t>(t.dim()));
     for (int64_t s : t.sizes()) {
-      out.write(reinterpret_cast<const char*>(&s), 8);
+      out.write(reinterpret_cast<const char *>(&s), 8);
     }
-    out.write(static_cast<const char*>(t.data_ptr()),
+    out.write(static_cast<const char *>(t.data_ptr()),
               static_cast<std::streamsize>(t.nbytes()));
   }
   if (!out) {
@@ -73,14 +74,14 @@ void write_tensors(const std::string& path, const TensorMap& tensors) {
   }
 }
 
-TensorMap read_tensors(const std::string& path) {
+TensorMap read_tensors(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw std::runtime_error("cannot read " + path);
   }
   auto u32 = [&] {
     uint32_t v = 0;
-    in.read(reinterpret_cast<char*>(&v), 4);
+    in.read(reinterpret_cast<char *>(&v), 4);
     return v;
   };
   char magic[4] = {};
@@ -94,11 +95,11 @@ TensorMap read_tensors(const std::string& path) {
     std::string name(u32(), '\0');
     in.read(name.data(), static_cast<std::streamsize>(name.size()));
     std::vector<int64_t> sizes(u32());
-    for (auto& s : sizes) {
-      in.read(reinterpret_cast<char*>(&s), 8);
+    for (auto &s : sizes) {
+      in.read(reinterpret_cast<char *>(&s), 8);
     }
     auto t = torch::empty(sizes, torch::kFloat);
-    in.read(static_cast<char*>(t.data_ptr()),
+    in.read(static_cast<char *>(t.data_ptr()),
             static_cast<std::streamsize>(t.nbytes()));
     tensors[name] = t;
   }
@@ -108,9 +109,9 @@ TensorMap read_tensors(const std::string& path) {
   return tensors;
 }
 
-TensorMap named_parameters(torch::nn::Module& m) {
+TensorMap named_parameters(torch::nn::Module &m) {
   TensorMap out;
-  for (const auto& item : m.named_parameters()) {
+  for (const auto &item : m.named_parameters()) {
     out[item.key()] = item.value();
   }
   return out;
@@ -146,15 +147,17 @@ TEST(DataParallelParity, MatchesPyTorchDistributedDataParallel) {
         {
           torch::NoGradGuard no_grad;
           auto init = read_tensors(dir + "/init.bin");
-          for (auto& item : model->named_parameters()) {
+          for (auto &item : model->named_parameters()) {
             item.value().copy_(init.at(item.key()));
           }
         }
         ddp::DistributedDataParallel model_ddp(model);
-        torch::optim::SGD opt(model->parameters(),
-                              torch::optim::SGDOptions(kLr).momentum(kMomentum));
+        torch::optim::SGD opt(
+            model->parameters(),
+            torch::optim::SGDOptions(kLr).momentum(kMomentum));
         for (int step = 0; step < kSteps; ++step) {
-          auto batch = read_tensors(dir + "/batch" + std::to_string(step) + ".bin");
+          auto batch =
+              read_tensors(dir + "/batch" + std::to_string(step) + ".bin");
           auto x = batch.at("x").narrow(0, ddp::rank() * kBatch, kBatch);
           auto y = batch.at("y").narrow(0, ddp::rank() * kBatch, kBatch);
           opt.zero_grad();
@@ -169,15 +172,14 @@ TEST(DataParallelParity, MatchesPyTorchDistributedDataParallel) {
     return;
   }
 
-  const char* python_env = std::getenv("DDP_TEST_PYTHON");
+  const char *python_env = std::getenv("DDP_TEST_PYTHON");
   const std::string python = python_env ? python_env : "/usr/bin/python3";
   const std::string command =
       python + " " + DDP_TEST_SOURCE_DIR "/parity/ddp_parity.py --dir " + dir +
-      " --port " + std::to_string(ddp_test::free_port()) +
-      " --world-size " + std::to_string(kWorld) + " --steps " +
-      std::to_string(kSteps) + " --lr " + std::to_string(kLr) +
-      " --momentum " + std::to_string(kMomentum) + " > " + dir +
-      "/python.log 2>&1";
+      " --port " + std::to_string(ddp_test::free_port()) + " --world-size " +
+      std::to_string(kWorld) + " --steps " + std::to_string(kSteps) + " --lr " +
+      std::to_string(kLr) + " --momentum " + std::to_string(kMomentum) + " > " +
+      dir + "/python.log 2>&1";
   const int status = std::system(command.c_str());
   std::ifstream log_file(dir + "/python.log");
   const std::string log((std::istreambuf_iterator<char>(log_file)),
@@ -188,11 +190,12 @@ TEST(DataParallelParity, MatchesPyTorchDistributedDataParallel) {
   const auto init = read_tensors(dir + "/init.bin");
   ASSERT_EQ(torch_final.size(), 8u);
   for (int rank = 0; rank < kWorld; ++rank) {
-    const auto ours = read_tensors(dir + "/ours_rank" + std::to_string(rank) + ".bin");
+    const auto ours =
+        read_tensors(dir + "/ours_rank" + std::to_string(rank) + ".bin");
     ASSERT_EQ(ours.size(), torch_final.size());
-    for (const auto& [name, expected] : torch_final) {
+    for (const auto &[name, expected] : torch_final) {
       ASSERT_TRUE(ours.count(name)) << name;
-      const auto& got = ours.at(name);
+      const auto &got = ours.at(name);
       ASSERT_EQ(got.sizes(), expected.sizes()) << name;
       // Training moved the weights, so the comparison is not trivial.
       EXPECT_GT((expected - init.at(name)).abs().max().item<double>(), 1e-4)

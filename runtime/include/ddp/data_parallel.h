@@ -78,30 +78,31 @@ class Reducer;
 /// backward passes accumulate gradients locally without any communication;
 /// the first synchronised backward pass after it all-reduces the sum.
 class NoSyncGuard {
- public:
+public:
   explicit NoSyncGuard(std::shared_ptr<detail::Reducer> reducer);
-  NoSyncGuard(NoSyncGuard&& other) noexcept;
-  NoSyncGuard(const NoSyncGuard&) = delete;
-  NoSyncGuard& operator=(const NoSyncGuard&) = delete;
-  NoSyncGuard& operator=(NoSyncGuard&&) = delete;
+  NoSyncGuard(NoSyncGuard &&other) noexcept;
+  NoSyncGuard(const NoSyncGuard &) = delete;
+  NoSyncGuard &operator=(const NoSyncGuard &) = delete;
+  NoSyncGuard &operator=(NoSyncGuard &&) = delete;
   ~NoSyncGuard();
 
- private:
+private:
   std::shared_ptr<detail::Reducer> reducer_;
   bool previous_ = true;
 };
 
 /// The part that does not depend on the module's type.
 class DistributedDataParallelBase {
- public:
+public:
   /// Does nothing (no hooks, no communication) unless ddp::is_distributed().
-  explicit DistributedDataParallelBase(torch::nn::Module& module,
+  explicit DistributedDataParallelBase(torch::nn::Module &module,
                                        DistributedDataParallelOptions options);
-  DistributedDataParallelBase(DistributedDataParallelBase&&) noexcept;
-  DistributedDataParallelBase& operator=(DistributedDataParallelBase&&) noexcept;
-  DistributedDataParallelBase(const DistributedDataParallelBase&) = delete;
-  DistributedDataParallelBase& operator=(const DistributedDataParallelBase&) =
-      delete;
+  DistributedDataParallelBase(DistributedDataParallelBase &&) noexcept;
+  DistributedDataParallelBase &
+  operator=(DistributedDataParallelBase &&) noexcept;
+  DistributedDataParallelBase(const DistributedDataParallelBase &) = delete;
+  DistributedDataParallelBase &
+  operator=(const DistributedDataParallelBase &) = delete;
   /// Removes the hooks: the model trains locally again.
   ~DistributedDataParallelBase();
 
@@ -113,18 +114,20 @@ class DistributedDataParallelBase {
 
   /// False when world size is 1: the wrapper is a no-op.
   bool is_active() const;
-  const DistributedDataParallelOptions& options() const;
+  const DistributedDataParallelOptions &options() const;
   DataParallelStats stats() const;
   void reset_stats();
   /// Whether this wrapper manages exactly `module`'s current parameters.
-  bool wraps(torch::nn::Module& module) const;
+  bool wraps(torch::nn::Module &module) const;
   /// Number of gradient buckets (one all-reduce each per synced backward).
   int64_t bucket_count() const;
   /// Names (from named_parameters()) of the parameters in each bucket, in
   /// the order they are packed.
   std::vector<std::vector<std::string>> bucket_parameter_names() const;
 
- private:
+private:
+  const std::shared_ptr<detail::Reducer> &checked_reducer() const;
+
   std::shared_ptr<detail::Reducer> reducer_;
 };
 
@@ -136,13 +139,12 @@ class DistributedDataParallel : public DistributedDataParallelBase {
   template <typename T>
   using IfDerived = std::enable_if_t<std::is_base_of<M, T>::value, int>;
 
- public:
+public:
   using ModuleType = M;
 
   template <typename Impl, IfDerived<Impl> = 0>
-  explicit DistributedDataParallel(
-      const torch::nn::ModuleHolder<Impl>& holder,
-      DistributedDataParallelOptions options = {})
+  explicit DistributedDataParallel(const torch::nn::ModuleHolder<Impl> &holder,
+                                   DistributedDataParallelOptions options = {})
       : DistributedDataParallel(std::shared_ptr<M>(holder.ptr()),
                                 std::move(options)) {}
 
@@ -154,7 +156,7 @@ class DistributedDataParallel : public DistributedDataParallelBase {
 
   /// Not owning: `module` must outlive the wrapper.
   template <typename Impl, IfDerived<Impl> = 0>
-  explicit DistributedDataParallel(Impl& module,
+  explicit DistributedDataParallel(Impl &module,
                                    DistributedDataParallelOptions options = {})
       : DistributedDataParallel(
             std::shared_ptr<M>(std::shared_ptr<M>(), &module),
@@ -162,31 +164,28 @@ class DistributedDataParallel : public DistributedDataParallelBase {
 
   /// Not owning: `*module` must outlive the wrapper.
   template <typename Impl, IfDerived<Impl> = 0>
-  explicit DistributedDataParallel(Impl* module,
+  explicit DistributedDataParallel(Impl *module,
                                    DistributedDataParallelOptions options = {})
       : DistributedDataParallel(
             std::shared_ptr<M>(std::shared_ptr<M>(), checked(module)),
             std::move(options)) {}
 
-  M& module() const { return *module_; }
-  const std::shared_ptr<M>& module_ptr() const { return module_; }
-  M* operator->() const { return module_.get(); }
-  M& operator*() const { return *module_; }
+  M &module() const { return *module_; }
+  const std::shared_ptr<M> &module_ptr() const { return module_; }
+  M *operator->() const { return module_.get(); }
+  M &operator*() const { return *module_; }
 
   /// Pass-through to the module's forward(); calling the module directly is
   /// equally fine.
-  template <typename... Args>
-  decltype(auto) forward(Args&&... args) {
+  template <typename... Args> decltype(auto) forward(Args &&...args) {
     return module_->forward(std::forward<Args>(args)...);
   }
-  template <typename... Args>
-  decltype(auto) operator()(Args&&... args) {
+  template <typename... Args> decltype(auto) operator()(Args &&...args) {
     return module_->forward(std::forward<Args>(args)...);
   }
 
- private:
-  template <typename T>
-  static T& checked(T* module) {
+private:
+  template <typename T> static T &checked(T *module) {
     TORCH_CHECK(module != nullptr,
                 "ddp::DistributedDataParallel: the module is null");
     return *module;
@@ -197,31 +196,30 @@ class DistributedDataParallel : public DistributedDataParallelBase {
 
 // Deduction guides, so migrated code needs no template argument.
 template <typename Impl>
-DistributedDataParallel(const torch::nn::ModuleHolder<Impl>&)
+DistributedDataParallel(const torch::nn::ModuleHolder<Impl> &)
     -> DistributedDataParallel<Impl>;
 template <typename Impl>
-DistributedDataParallel(const torch::nn::ModuleHolder<Impl>&,
+DistributedDataParallel(const torch::nn::ModuleHolder<Impl> &,
                         DistributedDataParallelOptions)
     -> DistributedDataParallel<Impl>;
 template <typename Impl>
-DistributedDataParallel(std::shared_ptr<Impl>)
-    -> DistributedDataParallel<Impl>;
+DistributedDataParallel(std::shared_ptr<Impl>) -> DistributedDataParallel<Impl>;
 template <typename Impl>
 DistributedDataParallel(std::shared_ptr<Impl>, DistributedDataParallelOptions)
     -> DistributedDataParallel<Impl>;
-template <typename Impl,
-          std::enable_if_t<std::is_base_of<torch::nn::Module, Impl>::value,
-                           int> = 0>
-DistributedDataParallel(Impl&) -> DistributedDataParallel<Impl>;
-template <typename Impl,
-          std::enable_if_t<std::is_base_of<torch::nn::Module, Impl>::value,
-                           int> = 0>
-DistributedDataParallel(Impl&, DistributedDataParallelOptions)
+template <
+    typename Impl,
+    std::enable_if_t<std::is_base_of<torch::nn::Module, Impl>::value, int> = 0>
+DistributedDataParallel(Impl &) -> DistributedDataParallel<Impl>;
+template <
+    typename Impl,
+    std::enable_if_t<std::is_base_of<torch::nn::Module, Impl>::value, int> = 0>
+DistributedDataParallel(Impl &, DistributedDataParallelOptions)
     -> DistributedDataParallel<Impl>;
 template <typename Impl>
-DistributedDataParallel(Impl*) -> DistributedDataParallel<Impl>;
+DistributedDataParallel(Impl *) -> DistributedDataParallel<Impl>;
 template <typename Impl>
-DistributedDataParallel(Impl*, DistributedDataParallelOptions)
+DistributedDataParallel(Impl *, DistributedDataParallelOptions)
     -> DistributedDataParallel<Impl>;
 
 /// Wraps `module` for the rest of the process, for code where no object can
@@ -230,27 +228,30 @@ DistributedDataParallel(Impl*, DistributedDataParallelOptions)
 /// same wrapper, so a helper called every epoch is fine. The wrapper keeps
 /// the parameters' autograd nodes alive until exit, so prefer the RAII
 /// object where a scope fits.
-DistributedDataParallelBase& distribute(
-    torch::nn::Module& module, DistributedDataParallelOptions options = {});
+DistributedDataParallelBase &
+distribute(torch::nn::Module &module,
+           DistributedDataParallelOptions options = {});
 template <typename Impl>
-DistributedDataParallelBase& distribute(
-    const torch::nn::ModuleHolder<Impl>& holder,
-    DistributedDataParallelOptions options = {}) {
-  return distribute(static_cast<torch::nn::Module&>(*holder.ptr()),
+DistributedDataParallelBase &
+distribute(const torch::nn::ModuleHolder<Impl> &holder,
+           DistributedDataParallelOptions options = {}) {
+  return distribute(static_cast<torch::nn::Module &>(*holder.ptr()),
                     std::move(options));
 }
 template <typename Impl>
-DistributedDataParallelBase& distribute(
-    const std::shared_ptr<Impl>& module,
-    DistributedDataParallelOptions options = {}) {
+DistributedDataParallelBase &
+distribute(const std::shared_ptr<Impl> &module,
+           DistributedDataParallelOptions options = {}) {
   TORCH_CHECK(module != nullptr, "ddp::distribute: the module is null");
-  return distribute(static_cast<torch::nn::Module&>(*module), std::move(options));
+  return distribute(static_cast<torch::nn::Module &>(*module),
+                    std::move(options));
 }
 template <typename Impl>
-DistributedDataParallelBase& distribute(
-    Impl* module, DistributedDataParallelOptions options = {}) {
+DistributedDataParallelBase &
+distribute(Impl *module, DistributedDataParallelOptions options = {}) {
   TORCH_CHECK(module != nullptr, "ddp::distribute: the module is null");
-  return distribute(static_cast<torch::nn::Module&>(*module), std::move(options));
+  return distribute(static_cast<torch::nn::Module &>(*module),
+                    std::move(options));
 }
 
 } // namespace ddp
