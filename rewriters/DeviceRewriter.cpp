@@ -22,17 +22,4 @@ rewriteDeviceFinding(const Finding &F) {
   return clang::tooling::Replacement(F.FilePath, F.Offset, F.Length, Text);
 }
 
-std::optional<clang::tooling::Replacement> editFor(const Finding &F) {
-  if (F.InMacro || F.FilePath.empty())
-    return std::nullopt;
-  if (F.RuleId == "R2" || F.RuleId == "R3")
-    return rewriteDeviceFinding(F);
-  return std::nullopt;
-}
-
-std::string replacementText(const Finding &F) {
-  std::optional<clang::tooling::Replacement> Edit = editFor(F);
-  return Edit ? Edit->getReplacementText().str() : std::string();
-}
-
 } // namespace ddpify

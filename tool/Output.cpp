@@ -1,11 +1,11 @@
 //===- Output.cpp - files, diffs and diagnostics --------------------------===//
 
 #include "Output.h"
+#include "Lint.h"
 #include "ddpify/Rewriter.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/Path.h"
 #include <map>
 
@@ -217,21 +217,7 @@ std::string unifiedDiff(llvm::StringRef RelativePath, llvm::StringRef Old,
 }
 
 bool isCheckEnabled(llvm::StringRef Globs, llvm::StringRef CheckName) {
-  bool Enabled = false;
-  llvm::SmallVector<llvm::StringRef, 4> Parts;
-  Globs.split(Parts, ',', -1, /*KeepEmpty=*/false);
-  for (llvm::StringRef Part : Parts) {
-    Part = Part.trim();
-    bool Negative = Part.consume_front("-");
-    llvm::Expected<llvm::GlobPattern> Pattern = llvm::GlobPattern::create(Part);
-    if (!Pattern) {
-      llvm::consumeError(Pattern.takeError());
-      continue;
-    }
-    if (Pattern->match(CheckName))
-      Enabled = !Negative;
-  }
-  return Enabled;
+  return matchesGlobList(Globs, CheckName);
 }
 
 int writeMigration(const ToolOptions &Options, const PipelineResult &Result) {
@@ -344,57 +330,11 @@ int printDiff(const PipelineResult &Result, llvm::raw_ostream &OS) {
   return Changed ? ExitFindings : ExitOk;
 }
 
-int printLint(const ToolOptions &Options, const PipelineResult &Result,
-              llvm::raw_ostream &OS) {
-  std::map<std::string, std::string> Sources;
-  unsigned Warnings = 0;
-  for (const Finding &F : Result.Findings) {
-    if (!isCheckEnabled(Options.Checks, F.CheckName))
-      continue;
-    ++Warnings;
-    OS << F.FilePath << ":" << F.Line << ":" << F.Column
-       << ": warning: " << F.Message;
-    if (F.InMacro)
-      OS << " (inside macro"
-         << (F.MacroName.empty() ? "" : " '" + F.MacroName + "'")
-         << "; no automatic fix)";
-    OS << " [" << F.CheckName << "]\n";
-    auto Cached = Sources.find(F.FilePath);
-    if (Cached == Sources.end()) {
-      llvm::Expected<std::string> Code = readFile(F.FilePath);
-      std::string Text = Code ? *Code : "";
-      if (!Code)
-        llvm::consumeError(Code.takeError());
-      Cached = Sources.emplace(F.FilePath, std::move(Text)).first;
-    }
-    llvm::StringRef Code = Cached->second;
-    if (F.Offset > Code.size())
-      continue;
-    size_t LineStart = Code.rfind('\n', F.Offset);
-    LineStart = LineStart == llvm::StringRef::npos ? 0 : LineStart + 1;
-    size_t LineEnd = Code.find('\n', F.Offset);
-    llvm::StringRef Line = Code.slice(LineStart, LineEnd);
-    std::string Indent;
-    for (char C : Line.take_front(F.Offset - LineStart))
-      Indent += C == '\t' ? '\t' : ' ';
-    size_t Marked = std::max<size_t>(
-        1, std::min<size_t>(F.Length, Line.size() - (F.Offset - LineStart)));
-    OS << Line << "\n" << Indent << "^" << std::string(Marked - 1, '~') << "\n";
-    std::string FixIt = replacementText(F);
-    if (!FixIt.empty())
-      OS << Indent << FixIt << "\n";
-  }
-  if (!Options.Quiet)
-    llvm::errs() << "ddpify: " << Warnings << " warning"
-                 << (Warnings == 1 ? "" : "s") << "\n";
-  return Warnings ? ExitFindings : ExitOk;
-}
-
 void printReport(const ToolOptions &Options, const PipelineResult &Result) {
   std::map<std::string, unsigned> EditsPerRule;
   std::vector<const Finding *> NotRewritten;
   for (const Finding &F : Result.Findings) {
-    if (F.InMacro)
+    if (F.InMacro || !F.NotRewrittenReason.empty())
       NotRewritten.push_back(&F);
     else
       ++EditsPerRule[F.RuleId];
@@ -413,12 +353,18 @@ void printReport(const ToolOptions &Options, const PipelineResult &Result) {
     return;
   llvm::errs() << "ddpify: not rewritten (" << NotRewritten.size()
                << "), migrate by hand:\n";
-  for (const Finding *F : NotRewritten)
+  for (const Finding *F : NotRewritten) {
     llvm::errs() << "  " << relativeToRoot(F->FilePath, Result.Root) << ":"
                  << F->Line << ": " << F->RuleId << " [" << F->CheckName
-                 << "]: inside the expansion of macro"
+                 << "]: ";
+    if (!F->InMacro) {
+      llvm::errs() << F->NotRewrittenReason << "\n";
+      continue;
+    }
+    llvm::errs() << "inside the expansion of macro"
                  << (F->MacroName.empty() ? "" : " '" + F->MacroName + "'")
                  << ": code in macro expansions is never rewritten\n";
+  }
 }
 
 } // namespace ddpify

@@ -14,9 +14,7 @@ int writeMigration(const ToolOptions &Options, const PipelineResult &Result);
 /// `diff`: prints a unified diff (a/ b/ paths relative to the root) to OS.
 int printDiff(const PipelineResult &Result, llvm::raw_ostream &OS);
 
-/// `lint`: prints the Findings selected by Checks as clang-style warnings.
-int printLint(const ToolOptions &Options, const PipelineResult &Result,
-              llvm::raw_ostream &OS);
+/// `lint` lives in Lint.h (runLint); --fix writes through writeMigration.
 
 /// The end-of-run summary on stderr: edit counts (unless Quiet) and every
 /// finding that was reported instead of rewritten (always).
@@ -26,7 +24,8 @@ void printReport(const ToolOptions &Options, const PipelineResult &Result);
 std::string unifiedDiff(llvm::StringRef RelativePath, llvm::StringRef Old,
                         llvm::StringRef New);
 
-/// Whether a `--checks` glob list (`-*,ddp-cuda-*`) enables CheckName.
+/// Whether a `--checks` glob list (`-*,ddp-cuda-*`) enables CheckName (see
+/// matchesGlobList).
 bool isCheckEnabled(llvm::StringRef Globs, llvm::StringRef CheckName);
 
 } // namespace ddpify

@@ -279,8 +279,8 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
                  Findings.end());
 
   for (const Finding &F : Findings)
-    if (std::optional<Replacement> Edit = editFor(F))
-      if (llvm::Error Err = Result.Edits.add(*Edit)) {
+    for (const Replacement &Edit : editsFor(F))
+      if (llvm::Error Err = Result.Edits.add(Edit)) {
         llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err))
                      << "\n";
         return ExitError;

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Lint.h"
 #include "Output.h"
 #include "Pipeline.h"
 #include "ddpify/Registry.h"
@@ -62,6 +63,31 @@ cl::opt<std::string>
            cl::desc("lint: comma-separated globs of checks to run, '-' "
                     "removes (e.g. '-*,ddp-cuda-call'; default: all)"),
            cl::init("*"), cl::cat(DdpifyCategory));
+cl::opt<LintFormat>
+    Format("format", cl::desc("lint: output format"),
+           cl::values(clEnumValN(LintFormat::Text, "text",
+                                 "clang-style diagnostics (default)"),
+                      clEnumValN(LintFormat::Json, "json", "one JSON document"),
+                      clEnumValN(LintFormat::Sarif, "sarif", "SARIF 2.1.0")),
+           cl::init(LintFormat::Text), cl::cat(DdpifyCategory));
+cl::opt<std::string> WarningsAsErrors(
+    "warnings-as-errors",
+    cl::desc("lint: checks (globs, as --checks) whose findings are errors; "
+             "they make the exit status 1 even with --exit-zero"),
+    cl::value_desc("globs"), cl::cat(DdpifyCategory));
+cl::opt<std::string>
+    ExportFixes("export-fixes",
+                cl::desc("lint: write the fix-its as clang-tidy YAML for "
+                         "clang-apply-replacements"),
+                cl::value_desc("file"), cl::cat(DdpifyCategory));
+cl::opt<bool> Fix("fix",
+                  cl::desc("lint: apply the fix-its of the reported findings "
+                           "in place (the edits migrate makes)"),
+                  cl::cat(DdpifyCategory));
+cl::opt<bool> ExitZero("exit-zero",
+                       cl::desc("lint: exit 0 even when warnings are "
+                                "reported"),
+                       cl::cat(DdpifyCategory));
 cl::opt<bool> Quiet("quiet",
                     cl::desc("No progress or statistics on stderr (errors "
                              "and not-rewritten items are still shown)"),
@@ -91,6 +117,8 @@ std::string rulesHelp() {
 }
 
 cl::extrahelp CompilationHelp(
+    "\n--color=auto|always|never: lint's text output in colour (default auto: "
+    "only on a\nterminal).\n"
     "\nThe compilation database comes from -p, from compile_commands.json in "
     "a parent folder\nof the first source, or from the compiler arguments "
     "after `--` (e.g. `-- -std=c++17\n-I/usr/include/torch/csrc/api/include`)."
@@ -160,12 +188,31 @@ int main(int argc, const char **argv) {
     return ExitError;
   }
   // Compiler arguments after `--` form a fixed compilation database.
+  // --color=auto|always|never is read here: LLVM registers its own `--color`.
+  LintOptions LintOpts;
+  bool ColorGiven = false;
   for (int I = First; I < argc; ++I) {
     if (std::strcmp(argv[I], "--") == 0) {
       Options.HasFixedArgs = true;
       for (int J = I + 1; J < argc; ++J)
         Options.FixedArgs.push_back(argv[J]);
       break;
+    }
+    StringRef Arg = argv[I];
+    if (Arg.consume_front("--color") || Arg.consume_front("-color")) {
+      if (Arg.empty() || Arg == "=always")
+        LintOpts.Color = ColorMode::Always;
+      else if (Arg == "=never")
+        LintOpts.Color = ColorMode::Never;
+      else if (Arg == "=auto")
+        LintOpts.Color = ColorMode::Auto;
+      else {
+        errs() << "ddpify: error: bad option '" << argv[I]
+               << "'; expected --color=auto, always or never\n";
+        return ExitError;
+      }
+      ColorGiven = true;
+      continue;
     }
     Args.push_back(argv[I]);
   }
@@ -205,6 +252,18 @@ int main(int argc, const char **argv) {
               "migrate\n";
     return ExitError;
   }
+  if (Options.RunMode != Mode::Lint &&
+      (Format.getNumOccurrences() || WarningsAsErrors.getNumOccurrences() ||
+       ExportFixes.getNumOccurrences() || Fix || ExitZero || ColorGiven)) {
+    errs() << "ddpify: error: --format, --color, --warnings-as-errors, "
+              "--export-fixes, --fix and --exit-zero only apply to lint\n";
+    return ExitError;
+  }
+  LintOpts.Format = Format;
+  LintOpts.WarningsAsErrors = WarningsAsErrors;
+  LintOpts.ExportFixes = ExportFixes;
+  LintOpts.Fix = Fix;
+  LintOpts.ExitZero = ExitZero;
 
   PipelineResult Result;
   if (int Status = runPipeline(Options, Result))
@@ -223,7 +282,7 @@ int main(int argc, const char **argv) {
     return Status;
   }
   case Mode::Lint:
-    return printLint(Options, Result, outs());
+    return runLint(Options, LintOpts, Result, outs());
   }
   return ExitError;
 }

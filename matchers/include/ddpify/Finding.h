@@ -26,6 +26,22 @@ enum class FindingForm {
   /// The device argument of `x.to(...)` / `model->to(...)`; replaced by
   /// `<device>`.
   CudaToArgument,
+  /// R1: the insertion point right after the `{` of main's body; becomes
+  /// `ddp::init(argc, argv);` with main's own parameter names, or
+  /// `ddp::init()` when ArgvName is empty. With HasSecondRange,
+  /// SecondOffset/SecondLength cover main's empty parameter list (or its
+  /// `void`), which becomes `int argc, char** argv`.
+  EntryInit,
+  /// R7/R8: a statement run on every rank; `if (ddp::is_main_process()) ` is
+  /// inserted before it (the range covers the statement, kept as written).
+  GuardStatement,
+  /// R7/R8: the same, for a statement whose guard would capture a following
+  /// `else`: `{ if (ddp::is_main_process()) ` before it and ` }` at
+  /// SecondOffset, right after its `;`.
+  GuardStatementBraced,
+  /// R5: the written name of a BatchNorm{1,2,3}d type (qualifier included);
+  /// replaced by NewName.
+  BatchNormType,
 };
 
 struct Finding {
@@ -42,6 +58,22 @@ struct Finding {
   /// torch::Device variable in scope (possibly `*ptr`), or empty when none is
   /// visible and the rewriter must use `ddp::device()`.
   std::string DeviceExpr;
+  /// R1: the names of main's parameters passed to ddp::init; both empty when
+  /// main's parameters cannot be passed (ddp::init() then takes none).
+  std::string ArgcName, ArgvName;
+  /// R1: the indentation of main's first statement when it starts a line (the
+  /// call goes on a line of its own), else empty (`{ ddp::init(...); ...`).
+  std::string Indent;
+  bool OwnLine = false;
+  /// A second range the edit touches (see FindingForm).
+  bool HasSecondRange = false;
+  unsigned SecondOffset = 0;
+  unsigned SecondLength = 0;
+  /// R5: the type name the range becomes, e.g. "ddp::SyncBatchNorm2d".
+  std::string NewName;
+  /// Set when the spot cannot be migrated safely: why (the report lists it;
+  /// no edit is made), e.g. a typeid check on a BatchNorm type.
+  std::string NotRewrittenReason;
   /// Set when the range comes from a macro expansion: such code is reported,
   /// never rewritten.
   bool InMacro = false;
@@ -59,7 +91,8 @@ struct Finding {
   bool sameSpot(const Finding &Other) const {
     return FilePath == Other.FilePath && Offset == Other.Offset &&
            Length == Other.Length && RuleId == Other.RuleId &&
-           Form == Other.Form && DeviceExpr == Other.DeviceExpr;
+           Form == Other.Form && DeviceExpr == Other.DeviceExpr &&
+           NewName == Other.NewName;
   }
 };
 

@@ -1,8 +1,8 @@
 //===- Rewriter.h - Findings to edits ---------------------------*- C++ -*-===//
 //
-// A rewriter turns one Finding into one clang::tooling::Replacement; it never
+// A rewriter turns one Finding into its clang::tooling::Replacements; it never
 // looks at the AST. Each concern has its own file (DeviceRewriter.cpp, ...);
-// editFor() asks them in turn.
+// editsFor() asks them in turn.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +12,7 @@
 #include "ddpify/Finding.h"
 #include "clang/Tooling/Core/Replacement.h"
 #include <optional>
+#include <vector>
 
 namespace ddpify {
 
@@ -22,8 +23,27 @@ inline constexpr const char *ProcessDevice = "ddp::device()";
 std::optional<clang::tooling::Replacement>
 rewriteDeviceFinding(const Finding &F);
 
-/// The edit for F from whichever rewriter owns its rule; std::nullopt for a
-/// finding that is only reported (inside a macro expansion, ...).
+/// `if (ddp::is_main_process())`: what R7/R8 put before a statement.
+inline constexpr const char *MainProcessGuard = "if (ddp::is_main_process())";
+
+/// R1 edits: the ddp::init call (and main's parameters when it has none).
+std::vector<clang::tooling::Replacement> rewriteEntryFinding(const Finding &F);
+
+/// R7/R8 edits: the main-process guard around a statement.
+std::vector<clang::tooling::Replacement> rewriteGuardFinding(const Finding &F);
+
+/// R5 edits: a BatchNorm type name becomes its SyncBatchNorm.
+std::vector<clang::tooling::Replacement> rewriteModelFinding(const Finding &F);
+
+/// Every edit for F from whichever rewriter owns its rule (one or two: R1 may
+/// also add main's parameters, a braced R7/R8 guard closes after the
+/// statement); empty for a finding that is only reported (inside a macro
+/// expansion, ...). Dispatch.cpp.
+std::vector<clang::tooling::Replacement> editsFor(const Finding &F);
+
+/// editsFor(F) as one replacement (what lint shows and exports as the
+/// fix-it): several edits become one spanning them, the text between kept
+/// (read from F.FilePath); std::nullopt when there is none.
 std::optional<clang::tooling::Replacement> editFor(const Finding &F);
 
 /// The text F's range becomes (what lint shows as the fix-it).

@@ -1,0 +1,115 @@
+//===- MatcherUtil.cpp - Locating Findings in the user's files ------------===//
+
+#include "ddpify/MatcherUtil.h"
+#include "clang/Basic/SourceManager.h"
+#include "clang/Lex/Lexer.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+using namespace clang;
+
+namespace ddpify {
+
+Finding FindingLocator::make(ASTContext &Context, SourceRange Range,
+                             llvm::StringRef RuleId, llvm::StringRef CheckName,
+                             FindingForm Form) {
+  Finding F;
+  F.RuleId = RuleId.str();
+  F.CheckName = CheckName.str();
+  F.Form = Form;
+  const SourceManager &SM = Context.getSourceManager();
+  if (Range.isInvalid())
+    return F;
+  SourceLocation Begin = Range.getBegin();
+  if (Begin.isMacroID() || Range.getEnd().isMacroID()) {
+    F.InMacro = true;
+    SourceLocation Expansion = SM.getExpansionLoc(Begin);
+    if (Begin.isMacroID())
+      F.MacroName =
+          Lexer::getImmediateMacroName(Begin, SM, Context.getLangOpts()).str();
+    else
+      F.MacroName = Lexer::getImmediateMacroName(Range.getEnd(), SM,
+                                                 Context.getLangOpts())
+                        .str();
+    if (!locate(Context, F, Expansion, Expansion))
+      F.FilePath.clear();
+    return F;
+  }
+  SourceLocation End =
+      Lexer::getLocForEndOfToken(Range.getEnd(), 0, SM, Context.getLangOpts());
+  if (!locate(Context, F, Begin, End))
+    F.FilePath.clear();
+  return F;
+}
+
+bool FindingLocator::offsetIn(ASTContext &Context, const Finding &F,
+                              SourceLocation Loc, unsigned &Offset) {
+  const SourceManager &SM = Context.getSourceManager();
+  if (Loc.isInvalid() || Loc.isMacroID() || F.FilePath.empty())
+    return false;
+  if (realPath(SM, SM.getFileID(Loc)) != F.FilePath)
+    return false;
+  Offset = SM.getFileOffset(Loc);
+  return true;
+}
+
+bool FindingLocator::locate(ASTContext &Context, Finding &F,
+                            SourceLocation Begin, SourceLocation End) {
+  const SourceManager &SM = Context.getSourceManager();
+  if (Begin.isInvalid() || End.isInvalid() || SM.isInSystemHeader(Begin))
+    return false;
+  FileID File = SM.getFileID(Begin);
+  if (File != SM.getFileID(End))
+    return false;
+  std::string Path = realPath(SM, File);
+  if (Path.empty() || !isUnderRoot(Path))
+    return false;
+  F.FilePath = Path;
+  F.Offset = SM.getFileOffset(Begin);
+  F.Length = SM.getFileOffset(End) - F.Offset;
+  F.Line = SM.getSpellingLineNumber(Begin);
+  F.Column = SM.getSpellingColumnNumber(Begin);
+  return true;
+}
+
+std::string FindingLocator::realPath(const SourceManager &SM, FileID File) {
+  auto Cached = RealPaths.find(File);
+  if (Cached != RealPaths.end())
+    return Cached->second;
+  std::string Result;
+  if (OptionalFileEntryRef Entry = SM.getFileEntryRefForID(File)) {
+    llvm::SmallString<256> Real;
+    if (!llvm::sys::fs::real_path(Entry->getName(), Real))
+      Result = Real.str().str();
+  }
+  RealPaths[File] = Result;
+  return Result;
+}
+
+bool FindingLocator::isUnderRoot(llvm::StringRef Path) const {
+  if (!Path.starts_with(ProjectRoot))
+    return false;
+  return Path.size() == ProjectRoot.size() ||
+         llvm::sys::path::is_separator(Path[ProjectRoot.size()]) ||
+         llvm::StringRef(ProjectRoot).ends_with("/");
+}
+
+std::string indentationOf(const SourceManager &SM, SourceLocation Loc,
+                          bool &StartsLine) {
+  StartsLine = false;
+  if (Loc.isInvalid() || Loc.isMacroID())
+    return "";
+  bool Invalid = false;
+  llvm::StringRef Buffer = SM.getBufferData(SM.getFileID(Loc), &Invalid);
+  if (Invalid)
+    return "";
+  unsigned Offset = SM.getFileOffset(Loc);
+  size_t LineStart = Buffer.rfind('\n', Offset == 0 ? 0 : Offset - 1);
+  LineStart =
+      (LineStart == llvm::StringRef::npos || Offset == 0) ? 0 : LineStart + 1;
+  llvm::StringRef Before = Buffer.slice(LineStart, Offset);
+  StartsLine = Before.find_first_not_of(" \t") == llvm::StringRef::npos;
+  return StartsLine ? Before.str() : "";
+}
+
+} // namespace ddpify

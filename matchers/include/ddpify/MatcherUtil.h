@@ -1,0 +1,57 @@
+//===- MatcherUtil.h - Locating Findings in the user's files ----*- C++ -*-===//
+//
+// What every matcher module needs to turn a source range into a Finding:
+// the file's real path (only files under the project root are ours), offsets,
+// line and column, and whether the range comes from a macro expansion.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDPIFY_MATCHERUTIL_H
+#define DDPIFY_MATCHERUTIL_H
+
+#include "ddpify/Finding.h"
+#include "clang/AST/ASTContext.h"
+#include "clang/Basic/SourceLocation.h"
+#include "llvm/ADT/DenseMap.h"
+#include <string>
+
+namespace ddpify {
+
+class FindingLocator {
+public:
+  explicit FindingLocator(llvm::StringRef ProjectRoot)
+      : ProjectRoot(ProjectRoot.str()) {}
+
+  /// Forgets the FileIDs of the previous translation unit.
+  void reset() { RealPaths.clear(); }
+
+  /// A Finding covering the token range Range. Its FilePath is empty when
+  /// the range is not ours (system header, outside the root, invalid). A range
+  /// from a macro expansion is located at the expansion, with InMacro set.
+  Finding make(clang::ASTContext &Context, clang::SourceRange Range,
+               llvm::StringRef RuleId, llvm::StringRef CheckName,
+               FindingForm Form);
+
+  /// The file offset of Loc when it is a file location in the same file as
+  /// F (a located Finding); false otherwise.
+  bool offsetIn(clang::ASTContext &Context, const Finding &F,
+                clang::SourceLocation Loc, unsigned &Offset);
+
+private:
+  bool locate(clang::ASTContext &Context, Finding &F,
+              clang::SourceLocation Begin, clang::SourceLocation End);
+  std::string realPath(const clang::SourceManager &SM, clang::FileID File);
+  bool isUnderRoot(llvm::StringRef Path) const;
+
+  std::string ProjectRoot;
+  llvm::DenseMap<clang::FileID, std::string> RealPaths;
+};
+
+/// The whitespace before Loc on its line, and whether only whitespace
+/// precedes Loc there.
+std::string indentationOf(const clang::SourceManager &SM,
+                          clang::SourceLocation Loc, bool &StartsLine);
+
+} // namespace ddpify
+
+#endif // DDPIFY_MATCHERUTIL_H

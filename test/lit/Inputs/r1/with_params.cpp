@@ -1,0 +1,12 @@
+// Input of R1.test: main with the usual parameters, other names.
+#include <torch/torch.h>
+
+#include <iostream>
+
+int helper(int argc) { return argc; }
+
+int main(int count, char *values[]) {
+  torch::Tensor x = torch::ones({2});
+  std::cerr << "args " << helper(count) << values[0] << '\n';
+  return 0;
+}

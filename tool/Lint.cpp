@@ -1,0 +1,619 @@
+//===- Lint.cpp - lint output, suppression and selection ------------------===//
+
+#include "Lint.h"
+#include "Output.h"
+#include "ddpify/EditSet.h"
+#include "ddpify/Registry.h"
+#include "ddpify/Rewriter.h"
+#include "clang/Tooling/DiagnosticsYaml.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/YAMLTraits.h"
+#include <map>
+#include <optional>
+#include <set>
+
+#ifndef DDPIFY_DOCS_URL
+#define DDPIFY_DOCS_URL "docs/checks.md"
+#endif
+
+namespace ddpify {
+namespace {
+
+/// clang-tidy's glob: `*` matches any run of characters, nothing else is
+/// special.
+bool matchesGlob(llvm::StringRef Glob, llvm::StringRef Name) {
+  size_t Star = Glob.find('*');
+  if (Star == llvm::StringRef::npos)
+    return Glob == Name;
+  if (!Name.consume_front(Glob.take_front(Star)))
+    return false;
+  Glob = Glob.drop_front(Star + 1);
+  // Try every split point for the rest.
+  for (size_t I = 0; I <= Name.size(); ++I)
+    if (matchesGlob(Glob, Name.drop_front(I)))
+      return true;
+  return false;
+}
+
+llvm::SmallVector<llvm::StringRef, 0> splitLinesNoEol(llvm::StringRef Code) {
+  llvm::SmallVector<llvm::StringRef, 0> Lines;
+  Code.split(Lines, '\n');
+  return Lines;
+}
+
+enum class NolintKind { Plain, NextLine, Begin, End };
+
+struct NolintComment {
+  NolintKind Kind;
+  std::string Checks; ///< The text between the parentheses; "*" for none.
+  bool Valid = true;  ///< False for an unclosed parenthesis.
+};
+
+/// Every NOLINT marker on one line.
+std::vector<NolintComment> nolintsOnLine(llvm::StringRef Line) {
+  std::vector<NolintComment> Comments;
+  size_t Pos = 0;
+  while ((Pos = Line.find("NOLINT", Pos)) != llvm::StringRef::npos) {
+    llvm::StringRef Rest = Line.drop_front(Pos + 6);
+    NolintComment C{NolintKind::Plain, "*"};
+    if (Rest.consume_front("NEXTLINE"))
+      C.Kind = NolintKind::NextLine;
+    else if (Rest.consume_front("BEGIN"))
+      C.Kind = NolintKind::Begin;
+    else if (Rest.consume_front("END"))
+      C.Kind = NolintKind::End;
+    if (Rest.consume_front("(")) {
+      size_t Close = Rest.find(')');
+      if (Close == llvm::StringRef::npos)
+        C.Valid = false;
+      else
+        C.Checks = Rest.take_front(Close).str();
+    }
+    Comments.push_back(std::move(C));
+    Pos += 6;
+  }
+  return Comments;
+}
+
+/// Whether a NOLINT's check list covers CheckName (whitespace is ignored,
+/// as in clang-tidy).
+bool nolintCovers(const NolintComment &C, llvm::StringRef CheckName) {
+  if (!C.Valid)
+    return false;
+  std::string Globs;
+  for (char Ch : C.Checks)
+    if (!llvm::isSpace(Ch))
+      Globs += Ch;
+  return matchesGlobList(Globs, CheckName);
+}
+
+struct Located {
+  unsigned Line = 1, Column = 1;
+};
+
+Located locate(llvm::StringRef Code, size_t Offset) {
+  Offset = std::min(Offset, Code.size());
+  llvm::StringRef Before = Code.take_front(Offset);
+  Located L;
+  L.Line = 1 + Before.count('\n');
+  size_t LineStart = Before.rfind('\n');
+  L.Column = 1 + (LineStart == llvm::StringRef::npos ? Offset
+                                                     : Offset - LineStart - 1);
+  return L;
+}
+
+/// The message with, for code in a macro expansion, why it has no fix-it.
+std::string fullMessage(const Finding &F) {
+  if (!F.InMacro)
+    return F.Message;
+  return F.Message + " (inside macro" +
+         (F.MacroName.empty() ? "" : " '" + F.MacroName + "'") +
+         "; no automatic fix)";
+}
+
+/// One diagnostic that is printed: a Finding and what lint decided about it.
+struct Reported {
+  const Finding *F;
+  bool IsError;
+  std::optional<clang::tooling::Replacement> Edit;
+};
+
+class SourceCache {
+public:
+  llvm::StringRef get(const std::string &Path) {
+    auto It = Files.find(Path);
+    if (It == Files.end()) {
+      llvm::Expected<std::string> Code = readFile(Path);
+      std::string Text;
+      if (Code)
+        Text = std::move(*Code);
+      else
+        llvm::consumeError(Code.takeError());
+      It = Files.emplace(Path, std::move(Text)).first;
+    }
+    return It->second;
+  }
+
+private:
+  std::map<std::string, std::string> Files;
+};
+
+std::string relativeToRoot(llvm::StringRef Path, llvm::StringRef Root) {
+  llvm::StringRef Rest = Path;
+  if (Rest.consume_front(Root) && (Rest.empty() || Rest.front() == '/'))
+    return Rest.ltrim('/').str();
+  return Path.str();
+}
+
+std::string fileUri(llvm::StringRef AbsolutePath) {
+  std::string Uri = "file://";
+  for (char C : AbsolutePath) {
+    if (llvm::isAlnum(C) || llvm::StringRef("/-._~").contains(C))
+      Uri += C;
+    else
+      Uri += llvm::formatv("%{0:X-2}", static_cast<unsigned char>(C)).str();
+  }
+  return Uri;
+}
+
+std::string relativeUri(llvm::StringRef Relative) {
+  std::string Uri;
+  for (char C : Relative) {
+    if (llvm::isAlnum(C) || llvm::StringRef("/-._~").contains(C))
+      Uri += C;
+    else
+      Uri += llvm::formatv("%{0:X-2}", static_cast<unsigned char>(C)).str();
+  }
+  return Uri;
+}
+
+std::string helpUri(llvm::StringRef CheckName) {
+  return (llvm::Twine(DDPIFY_DOCS_URL) + "#" + CheckName).str();
+}
+
+//===--------------------------------------------------------------------===//
+// Text
+//===--------------------------------------------------------------------===//
+
+void printText(const std::vector<Reported> &Diags, SourceCache &Sources,
+               llvm::raw_ostream &OS) {
+  for (const Reported &R : Diags) {
+    const Finding &F = *R.F;
+    OS.changeColor(llvm::raw_ostream::SAVEDCOLOR, /*Bold=*/true);
+    OS << F.FilePath << ":" << F.Line << ":" << F.Column << ": ";
+    if (R.IsError)
+      OS.changeColor(llvm::raw_ostream::RED, true) << "error: ";
+    else
+      OS.changeColor(llvm::raw_ostream::MAGENTA, true) << "warning: ";
+    OS.changeColor(llvm::raw_ostream::SAVEDCOLOR, true);
+    OS << fullMessage(F);
+    OS << " [" << F.CheckName << (R.IsError ? ",-warnings-as-errors" : "")
+       << "]";
+    OS.resetColor();
+    OS << "\n";
+    llvm::StringRef Code = Sources.get(F.FilePath);
+    if (F.Offset > Code.size())
+      continue;
+    size_t LineStart = Code.rfind('\n', F.Offset);
+    LineStart = LineStart == llvm::StringRef::npos ? 0 : LineStart + 1;
+    size_t LineEnd = Code.find('\n', F.Offset);
+    llvm::StringRef Line = Code.slice(LineStart, LineEnd);
+    std::string Indent;
+    for (char C : Line.take_front(F.Offset - LineStart))
+      Indent += C == '\t' ? '\t' : ' ';
+    size_t Marked = std::max<size_t>(
+        1, std::min<size_t>(F.Length, Line.size() - (F.Offset - LineStart)));
+    OS << Line << "\n" << Indent;
+    OS.changeColor(llvm::raw_ostream::GREEN, true);
+    OS << "^" << std::string(Marked - 1, '~');
+    OS.resetColor();
+    OS << "\n";
+    if (R.Edit) {
+      OS << Indent;
+      OS.changeColor(llvm::raw_ostream::GREEN, false);
+      OS << R.Edit->getReplacementText();
+      OS.resetColor();
+      OS << "\n";
+    }
+    if (F.InMacro && !F.MacroName.empty()) {
+      OS.changeColor(llvm::raw_ostream::SAVEDCOLOR, true);
+      OS << F.FilePath << ":" << F.Line << ":" << F.Column << ": ";
+      OS.changeColor(llvm::raw_ostream::BLACK, true) << "note: ";
+      OS.changeColor(llvm::raw_ostream::SAVEDCOLOR, true);
+      OS << "expanded from macro '" << F.MacroName
+         << "': code in macro expansions is never rewritten";
+      OS.resetColor();
+      OS << "\n";
+    }
+  }
+}
+
+//===--------------------------------------------------------------------===//
+// JSON
+//===--------------------------------------------------------------------===//
+
+llvm::json::Object jsonEdit(const clang::tooling::Replacement &Edit,
+                            SourceCache &Sources) {
+  llvm::StringRef Code = Sources.get(Edit.getFilePath().str());
+  Located Begin = locate(Code, Edit.getOffset());
+  Located End = locate(Code, Edit.getOffset() + Edit.getLength());
+  return llvm::json::Object{
+      {"file", Edit.getFilePath()}, {"offset", Edit.getOffset()},
+      {"length", Edit.getLength()}, {"line", Begin.Line},
+      {"column", Begin.Column},     {"endLine", End.Line},
+      {"endColumn", End.Column},    {"replacement", Edit.getReplacementText()},
+  };
+}
+
+void printJson(const std::vector<Reported> &Diags, const PipelineResult &Result,
+               SourceCache &Sources, llvm::raw_ostream &OS) {
+  llvm::json::Array Findings;
+  for (const Reported &R : Diags) {
+    const Finding &F = *R.F;
+    llvm::StringRef Code = Sources.get(F.FilePath);
+    Located End = locate(Code, F.Offset + F.Length);
+    llvm::json::Array Fixes;
+    if (R.Edit)
+      Fixes.push_back(jsonEdit(*R.Edit, Sources));
+    llvm::json::Object Item{
+        {"check", F.CheckName},
+        {"rule", F.RuleId},
+        {"level", R.IsError ? "error" : "warning"},
+        {"file", F.FilePath},
+        {"relativePath", relativeToRoot(F.FilePath, Result.Root)},
+        {"line", F.Line},
+        {"column", F.Column},
+        {"endLine", End.Line},
+        {"endColumn", End.Column},
+        {"offset", F.Offset},
+        {"length", F.Length},
+        {"message", F.Message},
+        {"inMacro", F.InMacro},
+        {"fixes", std::move(Fixes)},
+    };
+    if (F.InMacro)
+      Item["macro"] = F.MacroName;
+    Findings.push_back(std::move(Item));
+  }
+  llvm::json::Value Document = llvm::json::Object{
+      {"tool", "ddpify"},
+      {"version", DDPIFY_VERSION},
+      {"root", Result.Root},
+      {"findings", std::move(Findings)},
+  };
+  OS << llvm::formatv("{0:2}", Document) << "\n";
+}
+
+//===--------------------------------------------------------------------===//
+// SARIF 2.1.0
+//===--------------------------------------------------------------------===//
+
+llvm::json::Object sarifLocation(llvm::StringRef File,
+                                 const PipelineResult &Result) {
+  std::string Relative = relativeToRoot(File, Result.Root);
+  if (Relative == File)
+    return llvm::json::Object{{"uri", fileUri(File)}};
+  return llvm::json::Object{{"uri", relativeUri(Relative)},
+                            {"uriBaseId", "SRCROOT"}};
+}
+
+llvm::json::Object sarifRegion(llvm::StringRef Code, size_t Offset,
+                               size_t Length) {
+  Located Begin = locate(Code, Offset);
+  Located End = locate(Code, Offset + Length);
+  return llvm::json::Object{
+      {"startLine", Begin.Line}, {"startColumn", Begin.Column},
+      {"endLine", End.Line},     {"endColumn", End.Column},
+      {"charOffset", Offset},    {"charLength", Length},
+  };
+}
+
+void printSarif(const std::vector<Reported> &Diags,
+                const PipelineResult &Result, SourceCache &Sources,
+                llvm::raw_ostream &OS) {
+  llvm::json::Array Rules;
+  std::map<std::string, unsigned> RuleIndex;
+  for (const RuleInfo &Rule : allRules()) {
+    if (Rule.CheckName.empty())
+      continue;
+    RuleIndex[Rule.CheckName.str()] = Rules.size();
+    Rules.push_back(llvm::json::Object{
+        {"id", Rule.CheckName},
+        {"name", Rule.CheckName},
+        {"shortDescription", llvm::json::Object{{"text", Rule.Summary}}},
+        {"helpUri", helpUri(Rule.CheckName)},
+        {"properties", llvm::json::Object{{"migrationRule", Rule.RuleId}}},
+        {"defaultConfiguration", llvm::json::Object{{"level", "warning"}}},
+    });
+  }
+
+  llvm::json::Array Results;
+  for (const Reported &R : Diags) {
+    const Finding &F = *R.F;
+    llvm::StringRef Code = Sources.get(F.FilePath);
+    llvm::json::Object Region = sarifRegion(Code, F.Offset, F.Length);
+    // Clang's line and column (which count bytes) are authoritative.
+    Region["startLine"] = F.Line;
+    Region["startColumn"] = F.Column;
+    llvm::json::Object Item{
+        {"ruleId", F.CheckName},
+        {"level", R.IsError ? "error" : "warning"},
+        {"message", llvm::json::Object{{"text", fullMessage(F)}}},
+        {"locations",
+         llvm::json::Array{llvm::json::Object{
+             {"physicalLocation",
+              llvm::json::Object{
+                  {"artifactLocation", sarifLocation(F.FilePath, Result)},
+                  {"region", std::move(Region)},
+              }}}}},
+    };
+    auto Index = RuleIndex.find(F.CheckName);
+    if (Index != RuleIndex.end())
+      Item["ruleIndex"] = Index->second;
+    if (R.Edit) {
+      const clang::tooling::Replacement &Edit = *R.Edit;
+      llvm::StringRef EditCode = Sources.get(Edit.getFilePath().str());
+      Item["fixes"] = llvm::json::Array{llvm::json::Object{
+          {"description",
+           llvm::json::Object{
+               {"text",
+                ("replace with '" + Edit.getReplacementText() + "'").str()}}},
+          {"artifactChanges",
+           llvm::json::Array{llvm::json::Object{
+               {"artifactLocation", sarifLocation(Edit.getFilePath(), Result)},
+               {"replacements",
+                llvm::json::Array{llvm::json::Object{
+                    {"deletedRegion",
+                     sarifRegion(EditCode, Edit.getOffset(), Edit.getLength())},
+                    {"insertedContent",
+                     llvm::json::Object{{"text", Edit.getReplacementText()}}},
+                }}},
+           }}},
+      }};
+    }
+    Results.push_back(std::move(Item));
+  }
+
+  std::string RootUri = fileUri(Result.Root);
+  if (!llvm::StringRef(RootUri).ends_with("/"))
+    RootUri += "/";
+  llvm::json::Object Driver{
+      {"name", "ddpify"},
+      {"version", DDPIFY_VERSION},
+      {"informationUri", DDPIFY_DOCS_URL},
+      {"rules", std::move(Rules)},
+  };
+  llvm::json::Object Run{
+      {"tool", llvm::json::Object{{"driver", std::move(Driver)}}},
+      {"originalUriBaseIds",
+       llvm::json::Object{{"SRCROOT", llvm::json::Object{{"uri", RootUri}}}}},
+      {"results", std::move(Results)},
+  };
+  llvm::json::Value Log = llvm::json::Object{
+      {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
+      {"version", "2.1.0"},
+      {"runs", llvm::json::Array{std::move(Run)}},
+  };
+  OS << llvm::formatv("{0:2}", Log) << "\n";
+}
+
+//===--------------------------------------------------------------------===//
+// Fixes
+//===--------------------------------------------------------------------===//
+
+bool sameEdit(const clang::tooling::Replacement &A,
+              const clang::tooling::Replacement &B) {
+  return A.getFilePath() == B.getFilePath() && A.getOffset() == B.getOffset() &&
+         A.getLength() == B.getLength() &&
+         A.getReplacementText() == B.getReplacementText();
+}
+
+/// The edits migrate would make for the reported findings: their fix-its
+/// plus R9's include in each changed file.
+llvm::Error collectEdits(const std::vector<Reported> &Diags, EditSet &Edits) {
+  for (const Reported &R : Diags)
+    if (R.Edit)
+      if (llvm::Error Err = Edits.add(*R.Edit))
+        return Err;
+  return Edits.addRuntimeIncludes();
+}
+
+int exportFixes(const ToolOptions &Options, const LintOptions &LintOpts,
+                const std::vector<Reported> &Diags, const EditSet &Edits) {
+  namespace tooling = clang::tooling;
+  llvm::SmallString<256> BuildDir;
+  llvm::sys::fs::current_path(BuildDir);
+  tooling::TranslationUnitDiagnostics Document;
+  llvm::SmallString<256> Main(Options.Sources.front());
+  llvm::sys::fs::make_absolute(Main);
+  Document.MainSourceFile = Main.str().str();
+
+  // Edits that are no finding's own fix-it (the R9 include) ride on the
+  // first diagnostic with a fix-it in their file.
+  std::set<std::string> FilesWithExtras;
+  for (const Reported &R : Diags) {
+    const Finding &F = *R.F;
+    tooling::DiagnosticMessage Message(fullMessage(F));
+    Message.FilePath = F.FilePath;
+    Message.FileOffset = F.Offset;
+    if (R.Edit) {
+      std::string File = R.Edit->getFilePath().str();
+      tooling::Replacements &Fix = Message.Fix[File];
+      if (llvm::Error Err = Fix.add(*R.Edit))
+        return llvm::errs()
+                   << "ddpify: error: " << toString(std::move(Err)) << "\n",
+               ExitError;
+      auto PerFile = Edits.files().find(File);
+      if (PerFile != Edits.files().end() && FilesWithExtras.insert(File).second)
+        for (const tooling::Replacement &Edit : PerFile->second) {
+          bool OwnFix = false;
+          for (const Reported &Other : Diags)
+            OwnFix |= Other.Edit && sameEdit(*Other.Edit, Edit);
+          if (OwnFix)
+            continue;
+          if (llvm::Error Err = Fix.add(Edit))
+            return llvm::errs()
+                       << "ddpify: error: " << toString(std::move(Err)) << "\n",
+                   ExitError;
+        }
+    }
+    Document.Diagnostics.emplace_back(
+        F.CheckName, Message,
+        llvm::SmallVector<tooling::DiagnosticMessage, 1>{},
+        R.IsError ? tooling::Diagnostic::Error : tooling::Diagnostic::Warning,
+        BuildDir.str());
+  }
+
+  std::error_code EC;
+  llvm::raw_fd_ostream Out(LintOpts.ExportFixes, EC, llvm::sys::fs::OF_Text);
+  if (EC) {
+    llvm::errs() << "ddpify: error: cannot write '" << LintOpts.ExportFixes
+                 << "': " << EC.message() << "\n";
+    return ExitError;
+  }
+  llvm::yaml::Output Yaml(Out);
+  Yaml << Document;
+  Out.close();
+  if (Out.has_error()) {
+    llvm::errs() << "ddpify: error: cannot write '" << LintOpts.ExportFixes
+                 << "': " << Out.error().message() << "\n";
+    Out.clear_error();
+    return ExitError;
+  }
+  return ExitOk;
+}
+
+} // namespace
+
+bool matchesGlobList(llvm::StringRef Globs, llvm::StringRef CheckName) {
+  bool Enabled = false;
+  llvm::SmallVector<llvm::StringRef, 4> Parts;
+  Globs.split(Parts, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef Part : Parts) {
+    Part = Part.trim();
+    bool Negative = Part.consume_front("-");
+    Part = Part.trim();
+    if (Part.empty())
+      continue;
+    if (matchesGlob(Part, CheckName))
+      Enabled = !Negative;
+  }
+  return Enabled;
+}
+
+bool isSuppressedByNolint(llvm::StringRef Code, unsigned Line,
+                          llvm::StringRef CheckName) {
+  llvm::SmallVector<llvm::StringRef, 0> Lines = splitLinesNoEol(Code);
+  if (Line == 0 || Line > Lines.size())
+    return false;
+  for (const NolintComment &C : nolintsOnLine(Lines[Line - 1]))
+    if (C.Kind == NolintKind::Plain && nolintCovers(C, CheckName))
+      return true;
+  if (Line >= 2)
+    for (const NolintComment &C : nolintsOnLine(Lines[Line - 2]))
+      if (C.Kind == NolintKind::NextLine && nolintCovers(C, CheckName))
+        return true;
+  // NOLINTBEGIN(x) ... NOLINTEND(x): an END closes the latest BEGIN with the
+  // same check list; an unmatched BEGIN suppresses nothing (clang-tidy
+  // reports it as an error).
+  std::vector<std::pair<NolintComment, unsigned>> Open;
+  for (unsigned I = 0; I < Lines.size(); ++I)
+    for (NolintComment &C : nolintsOnLine(Lines[I])) {
+      if (C.Kind == NolintKind::Begin) {
+        Open.emplace_back(C, I + 1);
+        continue;
+      }
+      if (C.Kind != NolintKind::End)
+        continue;
+      for (size_t K = Open.size(); K-- > 0;) {
+        if (Open[K].first.Checks != C.Checks)
+          continue;
+        if (Open[K].second <= Line && Line <= I + 1 &&
+            nolintCovers(Open[K].first, CheckName))
+          return true;
+        Open.erase(Open.begin() + K);
+        break;
+      }
+    }
+  return false;
+}
+
+int runLint(const ToolOptions &Options, const LintOptions &LintOpts,
+            const PipelineResult &Result, llvm::raw_ostream &OS) {
+  SourceCache Sources;
+  std::vector<Reported> Diags;
+  unsigned Suppressed = 0, Errors = 0;
+  for (const Finding &F : Result.Findings) {
+    // Rules without a check (R9, ...) are migrate-only.
+    if (F.CheckName.empty() || !matchesGlobList(Options.Checks, F.CheckName))
+      continue;
+    if (isSuppressedByNolint(Sources.get(F.FilePath), F.Line, F.CheckName)) {
+      ++Suppressed;
+      continue;
+    }
+    Reported R{&F, matchesGlobList(LintOpts.WarningsAsErrors, F.CheckName),
+               editFor(F)};
+    Errors += R.IsError;
+    Diags.push_back(std::move(R));
+  }
+
+  switch (LintOpts.Format) {
+  case LintFormat::Text: {
+    bool Colors = LintOpts.Color == ColorMode::Always ||
+                  (LintOpts.Color == ColorMode::Auto && OS.has_colors());
+    OS.enable_colors(Colors);
+    printText(Diags, Sources, OS);
+    OS.enable_colors(false);
+    break;
+  }
+  case LintFormat::Json:
+    printJson(Diags, Result, Sources, OS);
+    break;
+  case LintFormat::Sarif:
+    printSarif(Diags, Result, Sources, OS);
+    break;
+  }
+  OS.flush();
+
+  if (!LintOpts.ExportFixes.empty() || LintOpts.Fix) {
+    EditSet Edits;
+    if (llvm::Error Err = collectEdits(Diags, Edits)) {
+      llvm::errs() << "ddpify: error: " << toString(std::move(Err)) << "\n";
+      return ExitError;
+    }
+    if (!LintOpts.ExportFixes.empty())
+      if (int Status = exportFixes(Options, LintOpts, Diags, Edits))
+        return Status;
+    if (LintOpts.Fix && !Edits.empty()) {
+      // The same writing path as `migrate --in-place`.
+      ToolOptions FixOptions = Options;
+      FixOptions.InPlace = true;
+      FixOptions.OutDir.clear();
+      PipelineResult Fixed;
+      Fixed.Root = Result.Root;
+      Fixed.Edits = std::move(Edits);
+      if (int Status = writeMigration(FixOptions, Fixed))
+        return Status;
+    }
+  }
+
+  unsigned Warnings = Diags.size() - Errors;
+  if (!Options.Quiet) {
+    llvm::errs() << "ddpify: " << Warnings << " warning"
+                 << (Warnings == 1 ? "" : "s");
+    if (Errors)
+      llvm::errs() << ", " << Errors << " error" << (Errors == 1 ? "" : "s")
+                   << " (warnings treated as errors)";
+    if (Suppressed)
+      llvm::errs() << ", " << Suppressed << " suppressed by NOLINT";
+    llvm::errs() << "\n";
+  }
+  if (Errors)
+    return ExitFindings;
+  return Diags.empty() || LintOpts.ExitZero ? ExitOk : ExitFindings;
+}
+
+} // namespace ddpify
