@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ddpify/DeviceMatchers.h"
+#include "ddpify/MatcherUtil.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMapContext.h"
@@ -160,7 +161,7 @@ bool mayBeCuda(const Expr *E) {
 class DeviceMatchers : public MatcherModule, public MatchFinder::MatchCallback {
 public:
   DeviceMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
-      : Findings(Findings), ProjectRoot(ProjectRoot.str()) {}
+      : Findings(Findings), Locator(ProjectRoot) {}
 
   void registerMatchers(MatchFinder &Finder) override {
     Finder.addMatcher(
@@ -189,7 +190,7 @@ public:
     CudaCapableDecls.clear();
     PendingConversions.clear();
     TUFindings.clear();
-    RealPaths.clear();
+    Locator.reset();
   }
 
   void run(const MatchFinder::MatchResult &Result) override {
@@ -550,71 +551,7 @@ private:
   /// (system header, outside the root, invalid location).
   Finding makeFinding(SourceRange Range, llvm::StringRef RuleId,
                       llvm::StringRef CheckName, FindingForm Form) {
-    Finding F;
-    F.RuleId = RuleId.str();
-    F.CheckName = CheckName.str();
-    F.Form = Form;
-    const SourceManager &SM = Context->getSourceManager();
-    if (Range.isInvalid())
-      return F;
-    SourceLocation Begin = Range.getBegin();
-    if (Begin.isMacroID() || Range.getEnd().isMacroID()) {
-      F.InMacro = true;
-      SourceLocation Expansion = SM.getExpansionLoc(Begin);
-      if (Begin.isMacroID())
-        F.MacroName =
-            Lexer::getImmediateMacroName(Begin, SM, Context->getLangOpts())
-                .str();
-      if (!locate(F, Expansion, Expansion))
-        F.FilePath.clear();
-      return F;
-    }
-    SourceLocation End = Lexer::getLocForEndOfToken(Range.getEnd(), 0, SM,
-                                                    Context->getLangOpts());
-    if (!locate(F, Begin, End))
-      F.FilePath.clear();
-    return F;
-  }
-
-  bool locate(Finding &F, SourceLocation Begin, SourceLocation End) {
-    const SourceManager &SM = Context->getSourceManager();
-    if (SM.isInSystemHeader(Begin))
-      return false;
-    FileID File = SM.getFileID(Begin);
-    if (File != SM.getFileID(End))
-      return false;
-    std::string Path = realPath(File);
-    if (Path.empty() || !isUnderRoot(Path))
-      return false;
-    F.FilePath = Path;
-    F.Offset = SM.getFileOffset(Begin);
-    F.Length = SM.getFileOffset(End) - F.Offset;
-    F.Line = SM.getSpellingLineNumber(Begin);
-    F.Column = SM.getSpellingColumnNumber(Begin);
-    return true;
-  }
-
-  std::string realPath(FileID File) {
-    auto Cached = RealPaths.find(File);
-    if (Cached != RealPaths.end())
-      return Cached->second;
-    std::string Result;
-    if (OptionalFileEntryRef Entry =
-            Context->getSourceManager().getFileEntryRefForID(File)) {
-      llvm::SmallString<256> Real;
-      if (!llvm::sys::fs::real_path(Entry->getName(), Real))
-        Result = Real.str().str();
-    }
-    RealPaths[File] = Result;
-    return Result;
-  }
-
-  bool isUnderRoot(llvm::StringRef Path) const {
-    if (!Path.starts_with(ProjectRoot))
-      return false;
-    return Path.size() == ProjectRoot.size() ||
-           llvm::sys::path::is_separator(Path[ProjectRoot.size()]) ||
-           llvm::StringRef(ProjectRoot).ends_with("/");
+    return Locator.make(*Context, Range, RuleId, CheckName, Form);
   }
 
   void addFinding(Finding F) {
@@ -654,12 +591,11 @@ private:
   }
 
   FindingList &Findings;
-  std::string ProjectRoot;
+  FindingLocator Locator;
   ASTContext *Context = nullptr;
   llvm::SmallPtrSet<const ValueDecl *, 8> CudaCapableDecls;
   std::vector<std::pair<const ValueDecl *, Finding>> PendingConversions;
   FindingList TUFindings;
-  llvm::DenseMap<FileID, std::string> RealPaths;
 };
 
 } // namespace

@@ -330,7 +330,8 @@ int printDiff(const PipelineResult &Result, llvm::raw_ostream &OS) {
   return Changed ? ExitFindings : ExitOk;
 }
 
-void printReport(const ToolOptions &Options, const PipelineResult &Result) {
+void printReport(const ToolOptions &Options, const PipelineResult &Result,
+                 bool Applied) {
   std::map<std::string, unsigned> EditsPerRule;
   std::vector<const Finding *> NotRewritten;
   for (const Finding &F : Result.Findings) {
@@ -339,7 +340,7 @@ void printReport(const ToolOptions &Options, const PipelineResult &Result) {
     else
       ++EditsPerRule[F.RuleId];
   }
-  if (!Options.Quiet) {
+  if (!Options.Quiet && Applied) {
     unsigned Includes = Result.Edits.includesAdded();
     llvm::errs() << "ddpify: " << Result.Edits.files().size()
                  << " file(s) changed";

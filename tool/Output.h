@@ -18,7 +18,11 @@ int printDiff(const PipelineResult &Result, llvm::raw_ostream &OS);
 
 /// The end-of-run summary on stderr: edit counts (unless Quiet) and every
 /// finding that was reported instead of rewritten (always).
-void printReport(const ToolOptions &Options, const PipelineResult &Result);
+/// \p Applied: whether the edits reached the files (false after a failed
+/// migrate write, when the per-rule counts would claim changes that never
+/// happened).
+void printReport(const ToolOptions &Options, const PipelineResult &Result,
+                 bool Applied = true);
 
 /// A unified diff of one file with 3 lines of context; empty when equal.
 std::string unifiedDiff(llvm::StringRef RelativePath, llvm::StringRef Old,

@@ -272,7 +272,7 @@ int main(int argc, const char **argv) {
   switch (Options.RunMode) {
   case Mode::Migrate: {
     int Status = writeMigration(Options, Result);
-    printReport(Options, Result);
+    printReport(Options, Result, /*Applied=*/Status != ExitError);
     return Status;
   }
   case Mode::Diff: {

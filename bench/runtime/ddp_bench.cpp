@@ -30,7 +30,7 @@ struct Args {
   ddp::DistributedDataParallelOptions ddp_options;
 };
 
-Args parse(int argc, char **argv) {
+Args parse(int argc, char** argv) {
   Args args;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -60,7 +60,7 @@ Args parse(int argc, char **argv) {
         std::cerr << "ddp_bench: unknown argument " << a << "\n";
         std::exit(2);
       }
-    } catch (const std::logic_error &) {
+    } catch (const std::logic_error&) {
       std::cerr << "ddp_bench: bad number for " << a << "\n";
       std::exit(2);
     }
@@ -95,7 +95,7 @@ template <typename Norm> torch::nn::Sequential make_convnet() {
 double cpu_ms() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
-  auto ms = [](const timeval &t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+  auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
   return ms(usage.ru_utime) + ms(usage.ru_stime);
 }
 
@@ -113,7 +113,7 @@ double now_ms() {
 
 } // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   try {
     const Args args = parse(argc, argv);
     torch::set_num_threads(1);
@@ -138,7 +138,7 @@ int main(int argc, char **argv) {
     }
     auto y = torch::randint(0, 10, {args.batch}, torch::kLong);
     int64_t numel = 0;
-    for (const auto &p : model->parameters()) {
+    for (const auto& p : model->parameters()) {
       numel += p.numel();
     }
 
@@ -221,7 +221,7 @@ int main(int argc, char **argv) {
           double(stats.bytes) / args.steps);
     }
     return 0;
-  } catch (const std::exception &e) {
+  } catch (const std::exception& e) {
     std::cerr << "ddp_bench: " << e.what() << "\n";
     return 1;
   }

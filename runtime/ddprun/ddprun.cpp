@@ -304,7 +304,7 @@ void on_signal(int sig, siginfo_t* info, void*) {
 }
 
 void install_handlers() {
-  struct sigaction action {};
+  struct sigaction action{};
   action.sa_sigaction = on_signal;
   action.sa_flags = SA_SIGINFO;
   sigemptyset(&action.sa_mask);
@@ -528,7 +528,7 @@ int main(int argc, char** argv) {
   install_handlers();
 
   std::vector<Worker> workers(static_cast<size_t>(options.nproc_per_node));
-  std::optional<int> failure;   // exit code of the first failed worker
+  std::optional<int> failure; // exit code of the first failed worker
   std::optional<std::chrono::steady_clock::time_point> kill_at;
   auto end_job = [&](int sig) {
     for (auto& w : workers) {
@@ -675,7 +675,8 @@ int main(int argc, char** argv) {
         }
       }
     }
-    if (running > 0 && kill_at && std::chrono::steady_clock::now() >= *kill_at) {
+    if (running > 0 && kill_at &&
+        std::chrono::steady_clock::now() >= *kill_at) {
       for (auto& w : workers) {
         if (w.running) {
           ::kill(w.pid, SIGKILL);

@@ -48,8 +48,8 @@ std::pair<int64_t, int64_t> resolve_shard(const ShardOptions& options) {
   TORCH_CHECK(world_size >= 1,
               "ddp::ShardOptions: world size must be at least 1, got ",
               world_size);
-  TORCH_CHECK(rank >= 0 && rank < world_size, "ddp::ShardOptions: rank ",
-              rank, " is outside [0, ", world_size, ")");
+  TORCH_CHECK(rank >= 0 && rank < world_size, "ddp::ShardOptions: rank ", rank,
+              " is outside [0, ", world_size, ")");
   return {rank, world_size};
 }
 

@@ -25,14 +25,14 @@ namespace ddp {
 namespace detail {
 namespace {
 
-constexpr const char *kWho = "ddp::DistributedDataParallel: ";
+constexpr const char* kWho = "ddp::DistributedDataParallel: ";
 
 // Per-parameter record in the shape check: ndim, dtype, requires_grad and up
 // to kMaxDims sizes (a deeper tensor folds the rest into the last slot).
 constexpr int64_t kMaxDims = 8;
 constexpr int64_t kRecord = 3 + kMaxDims;
 
-std::string shape_string(const int64_t *record) {
+std::string shape_string(const int64_t* record) {
   std::ostringstream out;
   const int64_t ndim = record[0];
   if (ndim < 0) {
@@ -55,19 +55,19 @@ std::string shape_string(const int64_t *record) {
 
 // Packs tensors of any dtypes into one byte buffer, so that a single
 // collective moves all of them bit-exactly.
-torch::Tensor pack_bytes(const std::vector<torch::Tensor> &tensors) {
+torch::Tensor pack_bytes(const std::vector<torch::Tensor>& tensors) {
   std::vector<torch::Tensor> bytes;
   bytes.reserve(tensors.size());
-  for (const auto &t : tensors) {
+  for (const auto& t : tensors) {
     bytes.push_back(t.detach().contiguous().reshape({-1}).view(torch::kUInt8));
   }
   return torch::cat(bytes);
 }
 
-void unpack_bytes(const torch::Tensor &flat,
-                  const std::vector<torch::Tensor> &tensors) {
+void unpack_bytes(const torch::Tensor& flat,
+                  const std::vector<torch::Tensor>& tensors) {
   int64_t offset = 0;
-  for (const auto &t : tensors) {
+  for (const auto& t : tensors) {
     const int64_t n = t.numel() * static_cast<int64_t>(t.element_size());
     auto src = flat.narrow(0, offset, n);
     auto dst = t.detach();
@@ -84,12 +84,12 @@ void unpack_bytes(const torch::Tensor &flat,
 
 // The accumulators already managed by a live wrapper: two wrappers on one
 // parameter would all-reduce (and average) its gradient twice.
-std::mutex &registry_mutex() {
+std::mutex& registry_mutex() {
   static std::mutex m;
   return m;
 }
-std::set<const torch::autograd::Node *> &registry() {
-  static std::set<const torch::autograd::Node *> nodes;
+std::set<const torch::autograd::Node*>& registry() {
+  static std::set<const torch::autograd::Node*> nodes;
   return nodes;
 }
 
@@ -101,26 +101,26 @@ class Reducer;
 // gradient has been added to param.grad.
 class ReadyHook : public torch::autograd::FunctionPostHook {
 public:
-  ReadyHook(Reducer *reducer, size_t index)
+  ReadyHook(Reducer* reducer, size_t index)
       : reducer_(reducer), index_(index) {}
   torch::autograd::variable_list
-  operator()(const torch::autograd::variable_list &outputs,
-             const torch::autograd::variable_list & /*inputs*/) override;
+  operator()(const torch::autograd::variable_list& outputs,
+             const torch::autograd::variable_list& /*inputs*/) override;
 
 private:
-  Reducer *reducer_;
+  Reducer* reducer_;
   size_t index_;
 };
 
 class Reducer {
 public:
-  Reducer(torch::nn::Module &module, DistributedDataParallelOptions options)
+  Reducer(torch::nn::Module& module, DistributedDataParallelOptions options)
       : options_(std::move(options)) {
-    for (const auto &item : module.named_parameters(/*recurse=*/true)) {
+    for (const auto& item : module.named_parameters(/*recurse=*/true)) {
       all_names_.push_back(item.key());
       all_params_.push_back(item.value());
     }
-    for (const auto &item : module.named_buffers(/*recurse=*/true)) {
+    for (const auto& item : module.named_buffers(/*recurse=*/true)) {
       if (item.value().defined()) {
         buffers_.push_back(item.value());
       }
@@ -146,7 +146,7 @@ public:
 
   bool active() const { return static_cast<bool>(pg_); }
   // Whether `module` still holds exactly the parameters this reducer hooked.
-  bool holds_parameters_of(torch::nn::Module &module) const {
+  bool holds_parameters_of(torch::nn::Module& module) const {
     const auto params = module.parameters(/*recurse=*/true);
     if (params.size() != all_params_.size()) {
       return false;
@@ -158,7 +158,7 @@ public:
     }
     return true;
   }
-  const DistributedDataParallelOptions &options() const { return options_; }
+  const DistributedDataParallelOptions& options() const { return options_; }
 
   bool sync_enabled() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -180,7 +180,7 @@ public:
   int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
   std::vector<std::vector<std::string>> bucket_parameter_names() const {
     std::vector<std::vector<std::string>> names;
-    for (const auto &bucket : buckets_) {
+    for (const auto& bucket : buckets_) {
       names.emplace_back();
       for (size_t slot : bucket.slots) {
         names.back().push_back(slots_[slot].name);
@@ -202,7 +202,7 @@ public:
       // token's destructor then clears the half-done state, so the next
       // backward pass starts afresh instead of never synchronising again.
       struct Token {
-        Reducer *reducer = nullptr;
+        Reducer* reducer = nullptr;
         bool ran = false;
         ~Token() {
           if (reducer && !ran) {
@@ -221,13 +221,13 @@ public:
       token->reducer = this;
       in_backward_ = true;
     }
-    Slot &slot = slots_[index];
+    Slot& slot = slots_[index];
     if (slot.ready) {
       return; // reentrant backward fired the hook twice: already packed
     }
     slot.ready = true;
     pack(slot);
-    Bucket &bucket = buckets_[slot.bucket];
+    Bucket& bucket = buckets_[slot.bucket];
     if (--bucket.pending == 0) {
       launch_in_order();
     }
@@ -258,14 +258,14 @@ private:
   // The parameter's slot in its bucket. An alias of the bucket's storage
   // rather than an autograd view: optimizers call detach_() on gradients,
   // which autograd refuses for views.
-  torch::Tensor view_of(const Slot &slot) const {
-    const auto &flat = buckets_[slot.bucket].flat;
+  torch::Tensor view_of(const Slot& slot) const {
+    const auto& flat = buckets_[slot.bucket].flat;
     return torch::empty({0}, flat.options())
         .set_(flat.storage(), flat.storage_offset() + slot.offset,
               slot.param.sizes(), c10::contiguous_strides(slot.param.sizes()));
   }
 
-  static bool is_view_of(const torch::Tensor &grad, const torch::Tensor &view) {
+  static bool is_view_of(const torch::Tensor& grad, const torch::Tensor& view) {
     return grad.defined() && grad.data_ptr() == view.data_ptr() &&
            grad.sizes() == view.sizes() && grad.strides() == view.strides();
   }
@@ -273,10 +273,10 @@ private:
   // Copies a parameter's gradient into its bucket slot (zeros when it has
   // none). With gradient_as_bucket_view, param.grad becomes that slot, so
   // from the next step on autograd accumulates straight into the bucket.
-  void pack(Slot &slot) {
+  void pack(Slot& slot) {
     torch::NoGradGuard no_grad;
     auto view = view_of(slot);
-    auto &grad = slot.param.mutable_grad();
+    auto& grad = slot.param.mutable_grad();
     const auto flag_index =
         buckets_[slot.bucket].grad_numel + static_cast<int64_t>(slot.position);
     auto flag = buckets_[slot.bucket].flat.narrow(0, flag_index, 1);
@@ -304,7 +304,7 @@ private:
     }
   }
 
-  void launch(Bucket &bucket) {
+  void launch(Bucket& bucket) {
     std::vector<torch::Tensor> tensors{bucket.flat};
     bucket.work = pg_->allreduce(tensors);
     bucket.launched = true;
@@ -317,10 +317,10 @@ private:
   void reset_backward_state() {
     in_backward_ = false;
     next_bucket_ = 0;
-    for (auto &slot : slots_) {
+    for (auto& slot : slots_) {
       slot.ready = false;
     }
-    for (auto &bucket : buckets_) {
+    for (auto& bucket : buckets_) {
       bucket.pending = bucket.slots.size();
       bucket.launched = false;
       bucket.work.reset();
@@ -331,14 +331,14 @@ private:
     std::lock_guard<std::mutex> lock(mutex_);
     // Whatever happens below, the next backward pass starts afresh.
     struct Reset {
-      Reducer *r;
+      Reducer* r;
       ~Reset() { r->reset_backward_state(); }
     } reset{this};
 
     // Parameters that got no gradient in this pass: their current grad (or
     // zeros) joins the all-reduce, so every rank launches every bucket.
     for (size_t b = next_bucket_; b < buckets_.size(); ++b) {
-      Bucket &bucket = buckets_[b];
+      Bucket& bucket = buckets_[b];
       for (size_t s : bucket.slots) {
         if (!slots_[s].ready) {
           pack(slots_[s]);
@@ -363,20 +363,20 @@ private:
     }
 
     torch::NoGradGuard no_grad;
-    for (auto &bucket : buckets_) {
+    for (auto& bucket : buckets_) {
       bucket.work->wait();
       auto grads = bucket.flat.narrow(0, 0, bucket.grad_numel);
       grads.div_(world_size_);
       auto flags = bucket.flat.narrow(0, bucket.grad_numel, bucket.slots.size())
                        .to(torch::kCPU, torch::kFloat);
-      const float *flag = flags.data_ptr<float>();
+      const float* flag = flags.data_ptr<float>();
       for (size_t i = 0; i < bucket.slots.size(); ++i) {
         if (flag[i] == 0) {
           continue; // no rank had a gradient: leave it undefined
         }
-        Slot &slot = slots_[bucket.slots[i]];
+        Slot& slot = slots_[bucket.slots[i]];
         auto view = view_of(slot);
-        auto &grad = slot.param.mutable_grad();
+        auto& grad = slot.param.mutable_grad();
         if (is_view_of(grad, view)) {
           continue;
         }
@@ -411,11 +411,11 @@ private:
     }
     const int64_t n = max_count.item<int64_t>();
     auto local = torch::full({1 + n * kRecord}, -1, torch::kLong);
-    auto *rec = local.data_ptr<int64_t>();
+    auto* rec = local.data_ptr<int64_t>();
     rec[0] = count;
     for (int64_t i = 0; i < count; ++i) {
-      const auto &p = all_params_[i];
-      int64_t *r = rec + 1 + i * kRecord;
+      const auto& p = all_params_[i];
+      int64_t* r = rec + 1 + i * kRecord;
       r[0] = p.dim();
       r[1] = static_cast<int64_t>(p.scalar_type());
       r[2] = p.requires_grad() ? 1 : 0;
@@ -435,12 +435,12 @@ private:
     pg_->allgather(gathered, input)->wait();
 
     // Every rank sees the same table, so every rank throws the same error.
-    const int64_t *ref = gathered[0][0].data_ptr<int64_t>();
+    const int64_t* ref = gathered[0][0].data_ptr<int64_t>();
     for (int64_t i = 0; i < n; ++i) {
       for (int other = 1; other < world_size_; ++other) {
-        const int64_t *cmp = gathered[0][other].data_ptr<int64_t>();
-        const int64_t *a = ref + 1 + i * kRecord;
-        const int64_t *b = cmp + 1 + i * kRecord;
+        const int64_t* cmp = gathered[0][other].data_ptr<int64_t>();
+        const int64_t* a = ref + 1 + i * kRecord;
+        const int64_t* b = cmp + 1 + i * kRecord;
         if (std::equal(a, a + kRecord, b)) {
           continue;
         }
@@ -505,7 +505,7 @@ private:
         std::min(cap, static_cast<int64_t>(options_.first_bucket_cap_mb() *
                                            1024 * 1024));
     for (size_t i = all_params_.size(); i-- > 0;) {
-      const auto &p = all_params_[i];
+      const auto& p = all_params_[i];
       if (!p.requires_grad()) {
         continue; // frozen: never gets a gradient, never communicated
       }
@@ -520,7 +520,7 @@ private:
       slots_.push_back(std::move(slot));
       auto key =
           std::make_pair(static_cast<int>(p.scalar_type()), p.device().str());
-      Open &bucket = open[key];
+      Open& bucket = open[key];
       bucket.slots.push_back(slots_.size() - 1);
       bucket.bytes += p.numel() * static_cast<int64_t>(p.element_size());
       if (bucket.bytes >= (closed.empty() ? first_cap : cap)) {
@@ -528,23 +528,23 @@ private:
         open.erase(key);
       }
     }
-    for (auto &item : open) {
+    for (auto& item : open) {
       closed.push_back(std::move(item.second.slots));
     }
     // Keyed buckets closed out of order: sort by their first parameter.
     std::stable_sort(closed.begin(), closed.end(),
-                     [](const auto &a, const auto &b) { return a[0] < b[0]; });
-    for (auto &members : closed) {
+                     [](const auto& a, const auto& b) { return a[0] < b[0]; });
+    for (auto& members : closed) {
       Bucket bucket;
       int64_t offset = 0;
       for (size_t pos = 0; pos < members.size(); ++pos) {
-        Slot &slot = slots_[members[pos]];
+        Slot& slot = slots_[members[pos]];
         slot.bucket = buckets_.size();
         slot.position = pos;
         slot.offset = offset;
         offset += slot.numel;
       }
-      const auto &first = slots_[members[0]].param;
+      const auto& first = slots_[members[0]].param;
       bucket.grad_numel = offset;
       bucket.flat =
           torch::zeros({offset + static_cast<int64_t>(members.size())},
@@ -610,8 +610,8 @@ private:
 };
 
 torch::autograd::variable_list
-ReadyHook::operator()(const torch::autograd::variable_list &outputs,
-                      const torch::autograd::variable_list & /*inputs*/) {
+ReadyHook::operator()(const torch::autograd::variable_list& outputs,
+                      const torch::autograd::variable_list& /*inputs*/) {
   reducer_->mark_ready(index_);
   return outputs;
 }
@@ -624,7 +624,7 @@ NoSyncGuard::NoSyncGuard(std::shared_ptr<detail::Reducer> reducer)
   reducer_->set_sync_enabled(false);
 }
 
-NoSyncGuard::NoSyncGuard(NoSyncGuard &&other) noexcept
+NoSyncGuard::NoSyncGuard(NoSyncGuard&& other) noexcept
     : reducer_(std::move(other.reducer_)), previous_(other.previous_) {}
 
 NoSyncGuard::~NoSyncGuard() {
@@ -634,16 +634,16 @@ NoSyncGuard::~NoSyncGuard() {
 }
 
 DistributedDataParallelBase::DistributedDataParallelBase(
-    torch::nn::Module &module, DistributedDataParallelOptions options)
+    torch::nn::Module& module, DistributedDataParallelOptions options)
     : reducer_(std::make_shared<detail::Reducer>(module, std::move(options))) {}
 
 DistributedDataParallelBase::DistributedDataParallelBase(
-    DistributedDataParallelBase &&) noexcept = default;
-DistributedDataParallelBase &DistributedDataParallelBase::operator=(
-    DistributedDataParallelBase &&) noexcept = default;
+    DistributedDataParallelBase&&) noexcept = default;
+DistributedDataParallelBase& DistributedDataParallelBase::operator=(
+    DistributedDataParallelBase&&) noexcept = default;
 DistributedDataParallelBase::~DistributedDataParallelBase() = default;
 
-const std::shared_ptr<detail::Reducer> &
+const std::shared_ptr<detail::Reducer>&
 DistributedDataParallelBase::checked_reducer() const {
   TORCH_CHECK(reducer_,
               "ddp::DistributedDataParallel: used after being moved from");
@@ -662,7 +662,7 @@ bool DistributedDataParallelBase::require_backward_grad_sync() const {
 bool DistributedDataParallelBase::is_active() const {
   return checked_reducer()->active();
 }
-const DistributedDataParallelOptions &
+const DistributedDataParallelOptions&
 DistributedDataParallelBase::options() const {
   return checked_reducer()->options();
 }
@@ -672,7 +672,7 @@ DataParallelStats DistributedDataParallelBase::stats() const {
 void DistributedDataParallelBase::reset_stats() {
   checked_reducer()->reset_stats();
 }
-bool DistributedDataParallelBase::wraps(torch::nn::Module &module) const {
+bool DistributedDataParallelBase::wraps(torch::nn::Module& module) const {
   return reducer_ && checked_reducer()->holds_parameters_of(module);
 }
 int64_t DistributedDataParallelBase::bucket_count() const {
@@ -683,16 +683,16 @@ DistributedDataParallelBase::bucket_parameter_names() const {
   return checked_reducer()->bucket_parameter_names();
 }
 
-DistributedDataParallelBase &
-distribute(torch::nn::Module &module, DistributedDataParallelOptions options) {
+DistributedDataParallelBase&
+distribute(torch::nn::Module& module, DistributedDataParallelOptions options) {
   // Never destroyed: wrappers live until exit, and tearing them down among
   // LibTorch's own static destructors would be fragile.
-  static auto *mutex = new std::mutex;
-  static auto *wrappers =
-      new std::map<const torch::nn::Module *,
+  static auto* mutex = new std::mutex;
+  static auto* wrappers =
+      new std::map<const torch::nn::Module*,
                    std::unique_ptr<DistributedDataParallelBase>>;
   std::lock_guard<std::mutex> lock(*mutex);
-  auto &slot = (*wrappers)[&module];
+  auto& slot = (*wrappers)[&module];
   if (slot && slot->wraps(module)) {
     return *slot;
   }

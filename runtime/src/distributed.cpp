@@ -148,8 +148,10 @@ c10::intrusive_ptr<c10d::Store> make_store(const detail::EnvConfig& env) {
           "ddp::init: rank 0 could not start the rendezvous store on "
           "MASTER_PORT=" +
           std::to_string(env.master_port) + " or not all " +
-          std::to_string(env.world_size) + " processes (WORLD_SIZE) joined "
-          "within the timeout of " + seconds_text(env.timeout) + ": " + what);
+          std::to_string(env.world_size) +
+          " processes (WORLD_SIZE) joined "
+          "within the timeout of " +
+          seconds_text(env.timeout) + ": " + what);
     }
     throw std::runtime_error(
         "ddp::init: rank " + std::to_string(env.rank) +
@@ -202,8 +204,8 @@ std::string local_address_towards(const std::string& host, int port) {
   return result;
 }
 
-std::shared_ptr<::gloo::transport::Device> gloo_device(
-    const detail::EnvConfig& env) {
+std::shared_ptr<::gloo::transport::Device>
+gloo_device(const detail::EnvConfig& env) {
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) {
     if (*ifname != '\0') {
       return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
@@ -258,9 +260,9 @@ BackendPtr make_nccl(const c10::intrusive_ptr<c10d::Store>& store,
 #endif
 
 /// Wraps a backend into the c10d::ProcessGroup that process_group() returns.
-c10::intrusive_ptr<c10d::ProcessGroup> make_group(
-    const c10::intrusive_ptr<c10d::Store>& store,
-    const detail::EnvConfig& env, const std::string& name) {
+c10::intrusive_ptr<c10d::ProcessGroup>
+make_group(const c10::intrusive_ptr<c10d::Store>& store,
+           const detail::EnvConfig& env, const std::string& name) {
   BackendPtr backend;
 #if defined(DDP_WITH_NCCL)
   if (name == "nccl") {
@@ -276,8 +278,8 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_group(
   const auto device_type =
       name == "nccl" ? c10::DeviceType::CUDA : c10::DeviceType::CPU;
 #if defined(DDP_C10D_PG_WITHOUT_OPTIONS)
-  auto group = c10::make_intrusive<c10d::ProcessGroup>(store, env.rank,
-                                                       env.world_size);
+  auto group =
+      c10::make_intrusive<c10d::ProcessGroup>(store, env.rank, env.world_size);
   group->setDefaultBackend(type);
 #else
   auto group = c10::make_intrusive<c10d::ProcessGroup>(
@@ -378,9 +380,9 @@ void init(int& argc, char** argv, InitOptions options) {
   if (s.initialized) {
     return;
   }
-  auto env = detail::read_environment(detail::process_environment(),
-                                      local_rank_arg, options.backend,
-                                      options.timeout);
+  auto env =
+      detail::read_environment(detail::process_environment(), local_rank_arg,
+                               options.backend, options.timeout);
   if (env.world_size > 1) {
     const auto name = choose_backend(env);
     auto store = make_store(env);
@@ -451,8 +453,8 @@ int local_rank() {
   }
   // Before init(): what the environment says, quietly.
   try {
-    return detail::read_environment(detail::process_environment(),
-                                    std::nullopt, "", std::chrono::minutes(1))
+    return detail::read_environment(detail::process_environment(), std::nullopt,
+                                    "", std::chrono::minutes(1))
         .local_rank;
   } catch (const std::exception&) {
     return 0;
@@ -487,9 +489,8 @@ void barrier() {
     return;
   }
   // An all-reduce of one element: works on every backend and version.
-  auto flag = torch::zeros({1}, torch::TensorOptions()
-                                    .dtype(torch::kInt)
-                                    .device(backend_device()));
+  auto flag = torch::zeros(
+      {1}, torch::TensorOptions().dtype(torch::kInt).device(backend_device()));
   std::vector<at::Tensor> tensors{flag};
   c10::intrusive_ptr<c10d::Work> work;
   try {
@@ -539,10 +540,9 @@ double all_reduce(double value, ReduceOp op) {
   if (!group_for("all_reduce")) {
     return value;
   }
-  auto tensor = torch::full({1}, value,
-                            torch::TensorOptions()
-                                .dtype(torch::kFloat64)
-                                .device(backend_device()));
+  auto tensor = torch::full(
+      {1}, value,
+      torch::TensorOptions().dtype(torch::kFloat64).device(backend_device()));
   all_reduce(tensor, op);
   return tensor.item<double>();
 }
@@ -551,10 +551,9 @@ int64_t all_reduce(int64_t value, ReduceOp op) {
   if (!group_for("all_reduce")) {
     return value;
   }
-  auto tensor = torch::full({1}, value,
-                            torch::TensorOptions()
-                                .dtype(torch::kInt64)
-                                .device(backend_device()));
+  auto tensor = torch::full(
+      {1}, value,
+      torch::TensorOptions().dtype(torch::kInt64).device(backend_device()));
   all_reduce(tensor, op);
   return tensor.item<int64_t>();
 }

@@ -218,8 +218,8 @@ EnvConfig read_environment(const Getenv& env, std::optional<int> local_rank_arg,
   const char* local_world_var = nullptr;
 
   const bool torchrun = get(env, "RANK") || get(env, "WORLD_SIZE");
-  const bool openmpi = get(env, "OMPI_COMM_WORLD_RANK") ||
-                       get(env, "OMPI_COMM_WORLD_SIZE");
+  const bool openmpi =
+      get(env, "OMPI_COMM_WORLD_RANK") || get(env, "OMPI_COMM_WORLD_SIZE");
   const bool slurm = get(env, "SLURM_PROCID").has_value();
   if (torchrun) {
     config.launcher = LauncherKind::kTorchrun;
@@ -236,8 +236,8 @@ EnvConfig read_environment(const Getenv& env, std::optional<int> local_rank_arg,
   } else if (slurm) {
     config.launcher = LauncherKind::kSlurm;
     rank_var = "SLURM_PROCID";
-    world_var = get(env, "SLURM_NTASKS") ? "SLURM_NTASKS"
-                                         : "SLURM_STEP_NUM_TASKS";
+    world_var =
+        get(env, "SLURM_NTASKS") ? "SLURM_NTASKS" : "SLURM_STEP_NUM_TASKS";
     local_rank_var = "SLURM_LOCALID";
     local_world_var = nullptr; // parsed below
   } else {
@@ -273,9 +273,9 @@ EnvConfig read_environment(const Getenv& env, std::optional<int> local_rank_arg,
     local_world = int_var(env, local_world_var, 1, kMaxWorld,
                           "a positive integer (processes on this node)");
   } else {
-    for (const char* name : {"SLURM_NTASKS_PER_NODE",
-                             "SLURM_STEP_TASKS_PER_NODE",
-                             "SLURM_TASKS_PER_NODE"}) {
+    for (const char* name :
+         {"SLURM_NTASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE",
+          "SLURM_TASKS_PER_NODE"}) {
       if ((local_world = leading_int(get(env, name)))) {
         break;
       }
@@ -289,8 +289,8 @@ EnvConfig read_environment(const Getenv& env, std::optional<int> local_rank_arg,
       }
     }
   }
-  config.local_world_size = std::min(local_world.value_or(config.world_size),
-                                     config.world_size);
+  config.local_world_size =
+      std::min(local_world.value_or(config.world_size), config.world_size);
 
   // Local rank: the environment, else --local_rank, else derived.
   auto local_rank = int_var(env, local_rank_var, 0, kMaxWorld,
@@ -322,16 +322,16 @@ EnvConfig read_environment(const Getenv& env, std::optional<int> local_rank_arg,
       fail("MASTER_ADDR is set but empty");
     }
   }
-  const auto port = int_var(env, "MASTER_PORT", 1, 65535,
-                            "a TCP port number (1-65535)");
+  const auto port =
+      int_var(env, "MASTER_PORT", 1, 65535, "a TCP port number (1-65535)");
   if (port) {
     config.master_port = *port;
   }
   if (config.world_size > 1) {
     if (config.master_addr.empty()) {
       if (config.launcher == LauncherKind::kSlurm) {
-        for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
-                                 "SLURM_NODELIST"}) {
+        for (const char* name :
+             {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
           if (const auto list = get(env, name)) {
             config.master_addr = first_slurm_host(*list);
             if (!config.master_addr.empty()) {

@@ -22,12 +22,12 @@ void BatchNormImplBase<D, Derived>::pretty_print(std::ostream& stream) const {
   const std::string name = "torch::nn::BatchNorm" + std::to_string(D) + "d";
   ddp::detail::print_sync_batch_norm(stream, name.c_str(), this->options);
 }
-template void BatchNormImplBase<1, BatchNorm1dImpl>::pretty_print(
-    std::ostream&) const;
-template void BatchNormImplBase<2, BatchNorm2dImpl>::pretty_print(
-    std::ostream&) const;
-template void BatchNormImplBase<3, BatchNorm3dImpl>::pretty_print(
-    std::ostream&) const;
+template void
+BatchNormImplBase<1, BatchNorm1dImpl>::pretty_print(std::ostream&) const;
+template void
+BatchNormImplBase<2, BatchNorm2dImpl>::pretty_print(std::ostream&) const;
+template void
+BatchNormImplBase<3, BatchNorm3dImpl>::pretty_print(std::ostream&) const;
 } // namespace nn
 } // namespace torch
 
@@ -69,8 +69,7 @@ torch::ScalarType compute_type(const torch::Tensor& input) {
 // autograd function with its own all-reduce.
 struct SyncBatchNormFunction
     : public torch::autograd::Function<SyncBatchNormFunction> {
-  static torch::Tensor forward(AutogradContext* ctx,
-                               const torch::Tensor& input,
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
                                c10::optional<torch::Tensor> weight,
                                c10::optional<torch::Tensor> bias,
                                const torch::Tensor& mean,
@@ -157,7 +156,7 @@ struct SyncBatchNormFunction
     if (has_bias) {
       grad_bias = sum_dy.to(weight.defined() ? weight.scalar_type() : ct);
     }
-    return {grad_input,     grad_weight,    grad_bias,      torch::Tensor(),
+    return {grad_input,      grad_weight,     grad_bias,       torch::Tensor(),
             torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
@@ -168,13 +167,12 @@ bool sync_batch_norm_active() { return ddp::is_distributed(); }
 
 int64_t sync_batch_norm_collectives() { return collective_count.load(); }
 
-torch::Tensor sync_batch_norm_train(const torch::Tensor& input,
-                                    const torch::Tensor& weight,
-                                    const torch::Tensor& bias,
-                                    torch::Tensor& running_mean,
-                                    torch::Tensor& running_var,
-                                    torch::Tensor& num_batches_tracked,
-                                    const torch::nn::BatchNormOptions& options) {
+torch::Tensor
+sync_batch_norm_train(const torch::Tensor& input, const torch::Tensor& weight,
+                      const torch::Tensor& bias, torch::Tensor& running_mean,
+                      torch::Tensor& running_var,
+                      torch::Tensor& num_batches_tracked,
+                      const torch::nn::BatchNormOptions& options) {
   const int64_t channels = input.size(1);
   const int64_t local_count = channels > 0 ? input.numel() / channels : 0;
   const auto dims = reduce_dims(input);
@@ -198,9 +196,9 @@ torch::Tensor sync_batch_norm_train(const torch::Tensor& input,
   // Parallel variance (Chan et al.) for k groups: with n = sum n_i and
   // mean = sum n_i m_i / n, M2 = sum M2_i + sum n_i (m_i - mean)^2. Every term
   // is non-negative, so nothing cancels; empty ranks weigh nothing.
-  const torch::Tensor counts = all.select(1, 0).unsqueeze(1);      // (W, 1)
-  const torch::Tensor means = all.slice(1, 1, 1 + channels);       // (W, C)
-  const torch::Tensor vars = all.slice(1, 1 + channels);           // (W, C)
+  const torch::Tensor counts = all.select(1, 0).unsqueeze(1); // (W, 1)
+  const torch::Tensor means = all.slice(1, 1, 1 + channels);  // (W, C)
+  const torch::Tensor vars = all.slice(1, 1 + channels);      // (W, C)
   const double total = counts.sum().item<double>();
   TORCH_CHECK(total > 1,
               "Expected more than 1 value per channel when training, got ",
@@ -261,25 +259,26 @@ namespace {
 
 // Copy with fresh tensors, keeping the concrete SyncBatchNorm type.
 template <typename Impl>
-std::shared_ptr<torch::nn::Module> clone_sync(
-    const Impl& self, const c10::optional<torch::Device>& device) {
+std::shared_ptr<torch::nn::Module>
+clone_sync(const Impl& self, const c10::optional<torch::Device>& device) {
   torch::NoGradGuard no_grad;
   auto copy = std::make_shared<Impl>(self.options);
   copy->train(self.is_training());
-  auto copy_tensors = [&](const torch::OrderedDict<std::string, torch::Tensor>& from,
-                          torch::OrderedDict<std::string, torch::Tensor> to) {
-    for (const auto& item : from) {
-      const torch::Tensor& src = item.value();
-      torch::Tensor* dst = to.find(item.key());
-      if (!src.defined() || dst == nullptr || !dst->defined()) {
-        continue;
-      }
-      dst->set_data(device ? src.data().to(*device, /*non_blocking=*/false,
-                                           /*copy=*/true)
-                           : src.data().clone());
-      dst->set_requires_grad(src.requires_grad());
-    }
-  };
+  auto copy_tensors =
+      [&](const torch::OrderedDict<std::string, torch::Tensor>& from,
+          torch::OrderedDict<std::string, torch::Tensor> to) {
+        for (const auto& item : from) {
+          const torch::Tensor& src = item.value();
+          torch::Tensor* dst = to.find(item.key());
+          if (!src.defined() || dst == nullptr || !dst->defined()) {
+            continue;
+          }
+          dst->set_data(device ? src.data().to(*device, /*non_blocking=*/false,
+                                               /*copy=*/true)
+                               : src.data().clone());
+          dst->set_requires_grad(src.requires_grad());
+        }
+      };
   copy_tensors(self.named_parameters(/*recurse=*/false),
                copy->named_parameters(/*recurse=*/false));
   copy_tensors(self.named_buffers(/*recurse=*/false),

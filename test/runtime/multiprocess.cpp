@@ -170,8 +170,8 @@ std::vector<int> run_ranks_status(int world_size,
       if (::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
         done[i] = true;
         --remaining;
-        statuses[i] = WIFEXITED(status) ? WEXITSTATUS(status)
-                                        : -WTERMSIG(status);
+        statuses[i] =
+            WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
       }
     }
     if (remaining > 0 && std::chrono::steady_clock::now() > deadline) {
@@ -276,8 +276,8 @@ std::vector<CommandResult> run_commands(const std::vector<Command>& commands,
       int status = 0;
       if (::waitpid(r.pid, &status, WNOHANG) == r.pid) {
         r.done = true;
-        results[c].status = WIFEXITED(status) ? WEXITSTATUS(status)
-                                              : 128 + WTERMSIG(status);
+        results[c].status =
+            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         // The rest of the output (not waiting for grandchildren).
         while (r.fd >= 0) {
           pollfd rest{r.fd, POLLIN, 0};

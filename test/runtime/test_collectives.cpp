@@ -89,13 +89,17 @@ TEST_P(Collectives, AllReduceScalars) {
   const int world = GetParam();
   ddp_test::run_ranks(world, [world] {
     const int r = ddp::rank();
-    EXPECT_DOUBLE_EQ(ddp::all_reduce(0.5 * (r + 1)), 0.5 * world * (world + 1) / 2);
+    EXPECT_DOUBLE_EQ(ddp::all_reduce(0.5 * (r + 1)),
+                     0.5 * world * (world + 1) / 2);
     EXPECT_DOUBLE_EQ(ddp::all_reduce(double(r), ddp::ReduceOp::kMean),
                      (world - 1) / 2.0);
-    EXPECT_DOUBLE_EQ(ddp::all_reduce(double(r), ddp::ReduceOp::kMax), world - 1);
+    EXPECT_DOUBLE_EQ(ddp::all_reduce(double(r), ddp::ReduceOp::kMax),
+                     world - 1);
     EXPECT_DOUBLE_EQ(ddp::all_reduce(double(r) - 5, ddp::ReduceOp::kMin), -5);
-    EXPECT_EQ(ddp::all_reduce(int64_t(r + 1)), int64_t(world * (world + 1) / 2));
-    EXPECT_EQ(ddp::all_reduce(int64_t(r), ddp::ReduceOp::kMax), int64_t(world - 1));
+    EXPECT_EQ(ddp::all_reduce(int64_t(r + 1)),
+              int64_t(world * (world + 1) / 2));
+    EXPECT_EQ(ddp::all_reduce(int64_t(r), ddp::ReduceOp::kMax),
+              int64_t(world - 1));
     EXPECT_EQ(ddp::all_reduce(int64_t(r), ddp::ReduceOp::kMin), int64_t(0));
     // Beyond double's exact range: the int64 path does not go through double.
     const int64_t big = (int64_t(1) << 60) + 1;
@@ -148,7 +152,8 @@ TEST_P(Collectives, BarrierOrdersFileWrites) {
       std::ifstream in(dir + "/before" + std::to_string(i));
       int value = -1;
       in >> value;
-      EXPECT_EQ(value, i) << "rank " << i << " had not written before the barrier";
+      EXPECT_EQ(value, i) << "rank " << i
+                          << " had not written before the barrier";
     }
     ddp::barrier();
   });
@@ -163,7 +168,8 @@ TEST(CollectivesNetwork, MasterOnANonLoopbackAddress) {
       if (a->ifa_addr != nullptr && a->ifa_addr->sa_family == AF_INET &&
           !(a->ifa_flags & IFF_LOOPBACK) && (a->ifa_flags & IFF_UP)) {
         char text[INET_ADDRSTRLEN] = {0};
-        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr,
+        ::inet_ntop(AF_INET,
+                    &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr,
                     text, sizeof(text));
         address = text;
       }
@@ -192,8 +198,9 @@ INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(2, 3),
 // Without a launcher (the test process itself, no RANK/WORLD_SIZE): one
 // process, no process group, helpers leave values as they are.
 TEST(CollectivesNoLauncher, HelpersAreNoOps) {
-  if (ddp_test::is_worker() || std::getenv("RANK") || std::getenv("WORLD_SIZE") ||
-      std::getenv("SLURM_PROCID") || std::getenv("OMPI_COMM_WORLD_RANK")) {
+  if (ddp_test::is_worker() || std::getenv("RANK") ||
+      std::getenv("WORLD_SIZE") || std::getenv("SLURM_PROCID") ||
+      std::getenv("OMPI_COMM_WORLD_RANK")) {
     GTEST_SKIP() << "runs only outside any launcher";
   }
   ddp::init();

@@ -29,7 +29,8 @@ struct IndexDataset : torch::data::datasets::Dataset<IndexDataset, int64_t> {
   size_t n;
 };
 
-struct UnsizedDataset : torch::data::datasets::Dataset<UnsizedDataset, int64_t> {
+struct UnsizedDataset
+    : torch::data::datasets::Dataset<UnsizedDataset, int64_t> {
   int64_t get(size_t index) override { return static_cast<int64_t>(index); }
   c10::optional<size_t> size() const override { return c10::nullopt; }
 };
@@ -40,8 +41,7 @@ struct Pass {
   int batches = 0;
 };
 
-template <typename Loader>
-Pass run_epoch(Loader& loader) {
+template <typename Loader> Pass run_epoch(Loader& loader) {
   Pass pass;
   for (auto& batch : loader) {
     ++pass.batches;
@@ -105,18 +105,21 @@ TEST(ShardIndices, ExactHasNoDuplicates) {
 TEST(ShardIndices, FewerSamplesThanRanks) {
   const auto all = iota(2);
   for (int64_t r = 0; r < 4; ++r) {
-    EXPECT_EQ(ddp::detail::shard_indices(all, r, 4, ddp::Shard::kEven).size(), 1u);
+    EXPECT_EQ(ddp::detail::shard_indices(all, r, 4, ddp::Shard::kEven).size(),
+              1u);
   }
-  EXPECT_EQ(ddp::detail::shard_indices(all, 3, 4, ddp::Shard::kExact).size(), 0u);
+  EXPECT_EQ(ddp::detail::shard_indices(all, 3, 4, ddp::Shard::kExact).size(),
+            0u);
   EXPECT_TRUE(ddp::detail::shard_indices({}, 0, 2, ddp::Shard::kEven).empty());
 }
 
 TEST(ShardIndices, BadRankIsAnError) {
   EXPECT_THROW(ddp::detail::shard_indices(iota(3), 2, 2, ddp::Shard::kEven),
                c10::Error);
-  EXPECT_THROW(ddp::DistributedSampler<SequentialSampler>(
-                   SequentialSampler(4), ddp::ShardOptions().rank(3).world_size(2)),
-               c10::Error);
+  EXPECT_THROW(
+      ddp::DistributedSampler<SequentialSampler>(
+          SequentialSampler(4), ddp::ShardOptions().rank(3).world_size(2)),
+      c10::Error);
 }
 
 // ---------------------------------------------------------------------------
@@ -269,13 +272,13 @@ TEST(MakeDataLoader, OverloadsCompileAndShard) {
       IndexDataset(10), torch::data::DataLoaderOptions(3).workers(2),
       ddp::Shard::kExact);
   auto d = ddp::make_eval_data_loader<SequentialSampler>(IndexDataset(10), 3);
-  auto e = ddp::make_eval_data_loader(IndexDataset(10), SequentialSampler(10), 3);
+  auto e =
+      ddp::make_eval_data_loader(IndexDataset(10), SequentialSampler(10), 3);
   auto f = ddp::make_data_loader(IndexDataset(10));
-  auto g = ddp::make_data_loader(
-      IndexDataset(10),
-      ddp::DistributedSampler<SequentialSampler>(SequentialSampler(10),
-                                                 shard_of(1, 2)),
-      4);
+  auto g = ddp::make_data_loader(IndexDataset(10),
+                                 ddp::DistributedSampler<SequentialSampler>(
+                                     SequentialSampler(10), shard_of(1, 2)),
+                                 4);
   EXPECT_EQ(d->sampler().options().mode(), ddp::Shard::kExact);
   EXPECT_EQ(c->sampler().options().mode(), ddp::Shard::kExact);
   EXPECT_EQ(b->sampler().options().mode(), ddp::Shard::kEven);
@@ -324,8 +327,8 @@ TEST(MakeDataLoader, MappedDatasetWithWorkers) {
 // Several ranks on Gloo.
 
 // All ranks' index sequences for one pass, padded with -1 to `width`.
-std::vector<std::vector<int64_t>> gather_indices(const std::vector<int64_t>& mine,
-                                                 int64_t width) {
+std::vector<std::vector<int64_t>>
+gather_indices(const std::vector<int64_t>& mine, int64_t width) {
   auto t = torch::full({width}, -1, torch::kLong);
   EXPECT_LE(static_cast<int64_t>(mine.size()), width);
   for (size_t i = 0; i < mine.size() && static_cast<int64_t>(i) < width; ++i) {
@@ -424,11 +427,13 @@ void check_exact_eval_loader(int64_t n, bool sequential) {
 }
 
 TEST(DistributedLoader, EvenRandomTwoRanks) {
-  ddp_test::run_ranks(2, [] { check_even_training_loader<RandomSampler>(23, 4); });
+  ddp_test::run_ranks(2,
+                      [] { check_even_training_loader<RandomSampler>(23, 4); });
 }
 
 TEST(DistributedLoader, EvenRandomThreeRanks) {
-  ddp_test::run_ranks(3, [] { check_even_training_loader<RandomSampler>(23, 4); });
+  ddp_test::run_ranks(3,
+                      [] { check_even_training_loader<RandomSampler>(23, 4); });
 }
 
 TEST(DistributedLoader, EvenSequentialThreeRanks) {

@@ -63,14 +63,14 @@ ConvNet make_net(int seed) {
   return ConvNet();
 }
 
-std::unique_ptr<torch::optim::SGD> make_sgd(torch::nn::Module &m) {
+std::unique_ptr<torch::optim::SGD> make_sgd(torch::nn::Module& m) {
   return std::make_unique<torch::optim::SGD>(
       m.parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
 }
 
 // |a - b| <= 1e-5 relative to the size of the reference tensor.
-void expect_close(const torch::Tensor &a, const torch::Tensor &b,
-                  const std::string &what) {
+void expect_close(const torch::Tensor& a, const torch::Tensor& b,
+                  const std::string& what) {
   ASSERT_TRUE(a.defined()) << what;
   ASSERT_TRUE(b.defined()) << what;
   ASSERT_EQ(a.sizes(), b.sizes()) << what;
@@ -80,33 +80,33 @@ void expect_close(const torch::Tensor &a, const torch::Tensor &b,
       << what << ": max difference " << diff << " at scale " << scale;
 }
 
-void expect_modules_close(torch::nn::Module &a, torch::nn::Module &b) {
+void expect_modules_close(torch::nn::Module& a, torch::nn::Module& b) {
   auto pa = a.named_parameters();
   auto pb = b.named_parameters();
   ASSERT_EQ(pa.size(), pb.size());
-  for (const auto &item : pa) {
+  for (const auto& item : pa) {
     expect_close(item.value(), pb[item.key()], item.key());
   }
 }
 
-void write_bytes(torch::nn::Module &m, const std::string &tag) {
+void write_bytes(torch::nn::Module& m, const std::string& tag) {
   std::ofstream out(ddp_test::shared_dir() + "/" + tag + "_rank" +
                         std::to_string(ddp::rank()),
                     std::ios::binary);
-  for (const auto &p : m.parameters()) {
+  for (const auto& p : m.parameters()) {
     auto c = p.detach().contiguous();
-    out.write(static_cast<const char *>(c.data_ptr()),
+    out.write(static_cast<const char*>(c.data_ptr()),
               static_cast<std::streamsize>(c.nbytes()));
   }
-  for (const auto &b : m.buffers()) {
+  for (const auto& b : m.buffers()) {
     auto c = b.detach().contiguous();
-    out.write(static_cast<const char *>(c.data_ptr()),
+    out.write(static_cast<const char*>(c.data_ptr()),
               static_cast<std::streamsize>(c.nbytes()));
   }
 }
 
 // In the parent: every rank's file holds the same bytes.
-void expect_identical_files(const std::string &tag, int world_size) {
+void expect_identical_files(const std::string& tag, int world_size) {
   std::vector<std::string> contents;
   for (int r = 0; r < world_size; ++r) {
     std::ifstream in(ddp_test::shared_dir() + "/" + tag + "_rank" +
@@ -260,8 +260,8 @@ TEST(DataParallel, UnusedParametersDoNotHang) {
             torch::mse_loss(ref->forward(rx, r == 0 && step % 2 == 0), ry);
         (loss / n).backward();
       }
-      for (const auto &item : ref->named_parameters()) {
-        const auto &got = model->named_parameters()[item.key()].grad();
+      for (const auto& item : ref->named_parameters()) {
+        const auto& got = model->named_parameters()[item.key()].grad();
         if (item.key().rfind("never", 0) == 0) {
           // No rank ever gave it a gradient: undefined, as under PyTorch.
           EXPECT_FALSE(got.defined()) << item.key();
@@ -311,7 +311,7 @@ TEST(DataParallel, NoSyncAccumulatesAndSynchronisesOnce) {
       auto [x, y] = global_batch(micro, n * kBatch);
       torch::mse_loss(ref->forward(x), y).backward();
     }
-    for (const auto &item : ref->named_parameters()) {
+    for (const auto& item : ref->named_parameters()) {
       expect_close(model->named_parameters()[item.key()].grad(),
                    item.value().grad(), item.key());
     }
@@ -369,9 +369,9 @@ TEST(DataParallel, TwoModels) {
     torch::optim::SGD ref_disc_opt(ref_disc->parameters(), 0.1);
     const int n = ddp::world_size();
     constexpr int64_t b = 3;
-    auto step = [](torch::nn::Sequential &g, torch::nn::Sequential &d,
-                   torch::optim::SGD &g_opt, torch::optim::SGD &d_opt,
-                   const torch::Tensor &noise, const torch::Tensor &real) {
+    auto step = [](torch::nn::Sequential& g, torch::nn::Sequential& d,
+                   torch::optim::SGD& g_opt, torch::optim::SGD& d_opt,
+                   const torch::Tensor& noise, const torch::Tensor& real) {
       d_opt.zero_grad();
       auto fake = g->forward(noise);
       auto d_loss =
@@ -409,7 +409,7 @@ TEST(DataParallel, ShapeMismatchIsNamed) {
     try {
       ddp::DistributedDataParallel model_ddp(model);
       ADD_FAILURE() << "no error on rank " << ddp::rank();
-    } catch (const std::exception &e) {
+    } catch (const std::exception& e) {
       const std::string what = e.what();
       EXPECT_NE(what.find("'1.weight'"), std::string::npos) << what;
       EXPECT_NE(what.find("[2, 5]"), std::string::npos) << what;
@@ -428,7 +428,7 @@ TEST(DataParallel, ParameterCountMismatchIsAnError) {
     try {
       ddp::DistributedDataParallel model_ddp(model);
       ADD_FAILURE() << "no error on rank " << ddp::rank();
-    } catch (const std::exception &e) {
+    } catch (const std::exception& e) {
       const std::string what = e.what();
       EXPECT_NE(what.find("#2"), std::string::npos) << what;
       EXPECT_NE(what.find("rank 2 has 4"), std::string::npos) << what;
@@ -483,8 +483,8 @@ TEST(DataParallel, FrozenParametersAreNotCommunicated) {
     model[0]->as<torch::nn::Linear>()->weight.set_requires_grad(false);
     model[0]->as<torch::nn::Linear>()->bias.set_requires_grad(false);
     ddp::DistributedDataParallel model_ddp(model);
-    for (const auto &bucket : model_ddp.bucket_parameter_names()) {
-      for (const auto &name : bucket) {
+    for (const auto& bucket : model_ddp.bucket_parameter_names()) {
+      for (const auto& name : bucket) {
         EXPECT_NE(name.rfind("0.", 0), 0u) << name;
       }
     }
@@ -546,7 +546,7 @@ TEST(DataParallel, DestructionDetachesAndDoubleWrapIsAnError) {
 }
 
 // A placement inside a helper: the wrapper lives on without an object.
-void place_and_wrap(torch::nn::Sequential &model) {
+void place_and_wrap(torch::nn::Sequential& model) {
   model->to(torch::kCPU);
   ddp::distribute(model);
 }
@@ -556,7 +556,7 @@ TEST(DataParallel, DistributeKeepsTheWrapperForTheModelsLifetime) {
     auto model = small_mlp();
     place_and_wrap(model);
     place_and_wrap(model); // a helper called again (every epoch) is fine
-    auto &wrapper = ddp::distribute(model);
+    auto& wrapper = ddp::distribute(model);
     EXPECT_EQ(&wrapper, &ddp::distribute(model));
     EXPECT_TRUE(wrapper.wraps(*model));
     const int64_t rows = ddp::rank() + 1;
@@ -570,12 +570,12 @@ TEST(DataParallel, DistributeKeepsTheWrapperForTheModelsLifetime) {
 
 // Fails in backward, after the hooks of the layers above it have fired.
 struct ThrowInBackward : torch::autograd::Function<ThrowInBackward> {
-  static torch::Tensor forward(torch::autograd::AutogradContext *,
+  static torch::Tensor forward(torch::autograd::AutogradContext*,
                                torch::Tensor x) {
     return x.clone();
   }
   static torch::autograd::variable_list
-  backward(torch::autograd::AutogradContext *, torch::autograd::variable_list) {
+  backward(torch::autograd::AutogradContext*, torch::autograd::variable_list) {
     throw std::runtime_error("failure inside backward");
   }
 };
@@ -631,7 +631,7 @@ TEST(DataParallel, SingleProcessIsANoOp) {
           torch::mse_loss(ref->forward(x), y).backward();
           ref_opt->step();
         }
-        for (const auto &item : ref->named_parameters()) {
+        for (const auto& item : ref->named_parameters()) {
           EXPECT_TRUE(
               torch::equal(model->named_parameters()[item.key()], item.value()))
               << item.key();

@@ -53,20 +53,20 @@ struct ConvNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(ConvNet);
 
-void write_tensors(const std::string &path, const TensorMap &tensors) {
+void write_tensors(const std::string& path, const TensorMap& tensors) {
   std::ofstream out(path, std::ios::binary);
-  auto u32 = [&](uint32_t v) { out.write(reinterpret_cast<char *>(&v), 4); };
+  auto u32 = [&](uint32_t v) { out.write(reinterpret_cast<char*>(&v), 4); };
   out.write("DDPT", 4);
   u32(static_cast<uint32_t>(tensors.size()));
-  for (const auto &[name, tensor] : tensors) {
+  for (const auto& [name, tensor] : tensors) {
     auto t = tensor.detach().to(torch::kFloat).contiguous();
     u32(static_cast<uint32_t>(name.size()));
     out.write(name.data(), static_cast<std::streamsize>(name.size()));
     u32(static_cast<uint32_t>(t.dim()));
     for (int64_t s : t.sizes()) {
-      out.write(reinterpret_cast<const char *>(&s), 8);
+      out.write(reinterpret_cast<const char*>(&s), 8);
     }
-    out.write(static_cast<const char *>(t.data_ptr()),
+    out.write(static_cast<const char*>(t.data_ptr()),
               static_cast<std::streamsize>(t.nbytes()));
   }
   if (!out) {
@@ -74,14 +74,14 @@ void write_tensors(const std::string &path, const TensorMap &tensors) {
   }
 }
 
-TensorMap read_tensors(const std::string &path) {
+TensorMap read_tensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw std::runtime_error("cannot read " + path);
   }
   auto u32 = [&] {
     uint32_t v = 0;
-    in.read(reinterpret_cast<char *>(&v), 4);
+    in.read(reinterpret_cast<char*>(&v), 4);
     return v;
   };
   char magic[4] = {};
@@ -95,11 +95,11 @@ TensorMap read_tensors(const std::string &path) {
     std::string name(u32(), '\0');
     in.read(name.data(), static_cast<std::streamsize>(name.size()));
     std::vector<int64_t> sizes(u32());
-    for (auto &s : sizes) {
-      in.read(reinterpret_cast<char *>(&s), 8);
+    for (auto& s : sizes) {
+      in.read(reinterpret_cast<char*>(&s), 8);
     }
     auto t = torch::empty(sizes, torch::kFloat);
-    in.read(static_cast<char *>(t.data_ptr()),
+    in.read(static_cast<char*>(t.data_ptr()),
             static_cast<std::streamsize>(t.nbytes()));
     tensors[name] = t;
   }
@@ -109,9 +109,9 @@ TensorMap read_tensors(const std::string &path) {
   return tensors;
 }
 
-TensorMap named_parameters(torch::nn::Module &m) {
+TensorMap named_parameters(torch::nn::Module& m) {
   TensorMap out;
-  for (const auto &item : m.named_parameters()) {
+  for (const auto& item : m.named_parameters()) {
     out[item.key()] = item.value();
   }
   return out;
@@ -147,7 +147,7 @@ TEST(DataParallelParity, MatchesPyTorchDistributedDataParallel) {
         {
           torch::NoGradGuard no_grad;
           auto init = read_tensors(dir + "/init.bin");
-          for (auto &item : model->named_parameters()) {
+          for (auto& item : model->named_parameters()) {
             item.value().copy_(init.at(item.key()));
           }
         }
@@ -172,7 +172,7 @@ TEST(DataParallelParity, MatchesPyTorchDistributedDataParallel) {
     return;
   }
 
-  const char *python_env = std::getenv("DDP_TEST_PYTHON");
+  const char* python_env = std::getenv("DDP_TEST_PYTHON");
   const std::string python = python_env ? python_env : "/usr/bin/python3";
   const std::string command =
       python + " " + DDP_TEST_SOURCE_DIR "/parity/ddp_parity.py --dir " + dir +
@@ -193,9 +193,9 @@ TEST(DataParallelParity, MatchesPyTorchDistributedDataParallel) {
     const auto ours =
         read_tensors(dir + "/ours_rank" + std::to_string(rank) + ".bin");
     ASSERT_EQ(ours.size(), torch_final.size());
-    for (const auto &[name, expected] : torch_final) {
+    for (const auto& [name, expected] : torch_final) {
       ASSERT_TRUE(ours.count(name)) << name;
-      const auto &got = ours.at(name);
+      const auto& got = ours.at(name);
       ASSERT_EQ(got.sizes(), expected.sizes()) << name;
       // Training moved the weights, so the comparison is not trivial.
       EXPECT_GT((expected - init.at(name)).abs().max().item<double>(), 1e-4)

@@ -21,10 +21,16 @@ namespace {
 
 using ddp_test::Command;
 
-const std::vector<std::string> kLauncherVars = {
-    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-    "MASTER_PORT", "OMP_NUM_THREADS", "DDP_TIMEOUT_SECONDS", "DDP_BACKEND",
-    "TORCHELASTIC_USE_AGENT_STORE"};
+const std::vector<std::string> kLauncherVars = {"RANK",
+                                                "WORLD_SIZE",
+                                                "LOCAL_RANK",
+                                                "LOCAL_WORLD_SIZE",
+                                                "MASTER_ADDR",
+                                                "MASTER_PORT",
+                                                "OMP_NUM_THREADS",
+                                                "DDP_TIMEOUT_SECONDS",
+                                                "DDP_BACKEND",
+                                                "TORCHELASTIC_USE_AGENT_STORE"};
 
 Command ddprun(std::vector<std::string> args,
                std::vector<std::pair<std::string, std::string>> env = {}) {
@@ -62,33 +68,36 @@ TEST(Ddprun, WorkersGetTorchrunEnvironment) {
        "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK "
        "GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE ROLE_RANK=$ROLE_RANK "
        "MASTER=$MASTER_ADDR:$MASTER_PORT OMP=$OMP_NUM_THREADS "
-       "RESTARTS=$TORCHELASTIC_RESTART_COUNT RUN_ID_SET=${TORCHELASTIC_RUN_ID:+yes}\""}));
+       "RESTARTS=$TORCHELASTIC_RESTART_COUNT "
+       "RUN_ID_SET=${TORCHELASTIC_RUN_ID:+yes}\""}));
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.status, 0) << r.output;
   for (int local = 0; local < 2; ++local) {
     const int rank = 2 + local;
     const std::string expected =
-        "env RANK=" + std::to_string(rank) + " LOCAL_RANK=" +
-        std::to_string(local) +
+        "env RANK=" + std::to_string(rank) +
+        " LOCAL_RANK=" + std::to_string(local) +
         " WORLD_SIZE=6 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 GROUP_WORLD_SIZE=3 "
-        "ROLE_RANK=" + std::to_string(rank) +
+        "ROLE_RANK=" +
+        std::to_string(rank) +
         " MASTER=10.1.2.3:23456 OMP=1 RESTARTS=0 RUN_ID_SET=yes";
     EXPECT_TRUE(contains(r.output, expected)) << expected << "\n" << r.output;
   }
 }
 
 TEST(Ddprun, UnderscoreSpellingsAndExistingOmpThreads) {
-  const auto r = ddp_test::run_command(ddprun(
-      {"--nproc_per_node=3", "--master_port=23457", "/bin/sh", "-c",
-       "echo \"w=$WORLD_SIZE p=$MASTER_PORT a=$MASTER_ADDR omp=$OMP_NUM_THREADS\""},
-      {{"OMP_NUM_THREADS", "4"}}));
+  const auto r = ddp_test::run_command(
+      ddprun({"--nproc_per_node=3", "--master_port=23457", "/bin/sh", "-c",
+              "echo \"w=$WORLD_SIZE p=$MASTER_PORT a=$MASTER_ADDR "
+              "omp=$OMP_NUM_THREADS\""},
+             {{"OMP_NUM_THREADS", "4"}}));
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(count(r.output, "w=3 p=23457 a=127.0.0.1 omp=4"), 3) << r.output;
 }
 
 TEST(Ddprun, FreePortWhenNoneGiven) {
-  const auto r = ddp_test::run_command(
-      ddprun({"--nproc-per-node", "2", "/bin/sh", "-c", "echo port=$MASTER_PORT"}));
+  const auto r = ddp_test::run_command(ddprun(
+      {"--nproc-per-node", "2", "/bin/sh", "-c", "echo port=$MASTER_PORT"}));
   EXPECT_EQ(r.status, 0) << r.output;
   std::smatch match;
   ASSERT_TRUE(std::regex_search(r.output, match, std::regex("port=([0-9]+)")))
@@ -106,11 +115,11 @@ TEST(Ddprun, RunsAJobOfTheRuntime) {
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.status, 0) << r.output;
   for (int rank = 0; rank < 3; ++rank) {
-    EXPECT_TRUE(contains(r.output, "rank=" + std::to_string(rank) +
-                                       " world=3 local_rank=" +
-                                       std::to_string(rank) +
-                                       " local_world=3 distributed=1 "
-                                       "backend=gloo launcher=1"))
+    EXPECT_TRUE(
+        contains(r.output, "rank=" + std::to_string(rank) +
+                               " world=3 local_rank=" + std::to_string(rank) +
+                               " local_world=3 distributed=1 "
+                               "backend=gloo launcher=1"))
         << r.output;
     EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + " sum=6"))
         << r.output;
@@ -118,9 +127,8 @@ TEST(Ddprun, RunsAJobOfTheRuntime) {
 }
 
 TEST(Ddprun, LegacyLocalRankArgumentIsStripped) {
-  const auto r = ddp_test::run_command(
-      ddprun({"--nproc-per-node", "1", DDP_INIT_PROBE_PATH, "--local_rank=0",
-              "x"}));
+  const auto r = ddp_test::run_command(ddprun(
+      {"--nproc-per-node", "1", DDP_INIT_PROBE_PATH, "--local_rank=0", "x"}));
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "args=x argv_terminated=1")) << r.output;
 }
@@ -129,11 +137,11 @@ TEST(Ddprun, TwoNodesOnLoopbackFormOneJob) {
   const std::string port = std::to_string(ddp_test::free_port());
   std::vector<Command> nodes;
   for (int node = 0; node < 2; ++node) {
-    nodes.push_back(ddprun({"--nnodes", "2", "--node-rank", std::to_string(node),
-                            "--nproc-per-node", "2", "--master-addr",
-                            "127.0.0.1", "--master-port", port, "--tee",
-                            DDP_INIT_PROBE_PATH, "sum"},
-                           {{"DDP_TIMEOUT_SECONDS", "120"}}));
+    nodes.push_back(
+        ddprun({"--nnodes", "2", "--node-rank", std::to_string(node),
+                "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+                "--master-port", port, "--tee", DDP_INIT_PROBE_PATH, "sum"},
+               {{"DDP_TIMEOUT_SECONDS", "120"}}));
   }
   const auto results = ddp_test::run_commands(nodes, 240);
   for (int node = 0; node < 2; ++node) {
@@ -143,14 +151,14 @@ TEST(Ddprun, TwoNodesOnLoopbackFormOneJob) {
     for (int local = 0; local < 2; ++local) {
       const int rank = node * 2 + local;
       const std::string prefix = "[rank" + std::to_string(rank) + "]: ";
-      EXPECT_TRUE(contains(r.output, prefix + "rank=" + std::to_string(rank) +
-                                         " world=4 local_rank=" +
-                                         std::to_string(local) +
-                                         " local_world=2 distributed=1"))
+      EXPECT_TRUE(contains(r.output,
+                           prefix + "rank=" + std::to_string(rank) +
+                               " world=4 local_rank=" + std::to_string(local) +
+                               " local_world=2 distributed=1"))
           << r.output;
       // 1+2+3+4: all four ranks took part in one all-reduce.
-      EXPECT_TRUE(contains(r.output, prefix + "rank " + std::to_string(rank) +
-                                         " sum=10"))
+      EXPECT_TRUE(contains(r.output,
+                           prefix + "rank " + std::to_string(rank) + " sum=10"))
           << r.output;
     }
   }
@@ -214,8 +222,8 @@ void check_signal_forwarded(int sig) {
     const std::string probe = DDP_INIT_PROBE_PATH;
     const std::string d = dir.string();
     ::setenv("OMP_NUM_THREADS", "1", 1);
-    for (const char* var : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                            "MASTER_PORT"}) {
+    for (const char* var :
+         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}) {
       ::unsetenv(var);
     }
     ::execl(path.c_str(), path.c_str(), "--nproc-per-node", "2", probe.c_str(),
@@ -224,7 +232,8 @@ void check_signal_forwarded(int sig) {
   }
   ASSERT_GT(pid, 0);
   // Wait until both workers are in their sleep.
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(120);
   std::vector<pid_t> workers;
   while (workers.size() < 2 && std::chrono::steady_clock::now() < give_up) {
     workers.clear();
@@ -264,9 +273,9 @@ TEST(Ddprun, SigtermIsForwardedToWorkers) { check_signal_forwarded(SIGTERM); }
 TEST(Ddprun, SigintIsForwardedToWorkers) { check_signal_forwarded(SIGINT); }
 
 TEST(Ddprun, PrefixedOutputPerRank) {
-  const auto r = ddp_test::run_command(ddprun(
-      {"--nproc-per-node", "2", "--tee", "/bin/sh", "-c",
-       "echo out$RANK; echo err$RANK >&2; printf 'tail%s' $RANK"}));
+  const auto r = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "2", "--tee", "/bin/sh", "-c",
+              "echo out$RANK; echo err$RANK >&2; printf 'tail%s' $RANK"}));
   EXPECT_EQ(r.status, 0) << r.output;
   for (int rank = 0; rank < 2; ++rank) {
     const std::string p = "[rank" + std::to_string(rank) + "]: ";

@@ -19,11 +19,19 @@ namespace {
 using ddp_test::Command;
 using ddp_test::CommandResult;
 
-const std::vector<std::string> kLauncherVars = {
-    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-    "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE", "TORCHELASTIC_USE_AGENT_STORE", "DDP_BACKEND",
-    "DDP_TIMEOUT_SECONDS"};
+const std::vector<std::string> kLauncherVars = {"RANK",
+                                                "WORLD_SIZE",
+                                                "LOCAL_RANK",
+                                                "LOCAL_WORLD_SIZE",
+                                                "MASTER_ADDR",
+                                                "MASTER_PORT",
+                                                "SLURM_PROCID",
+                                                "SLURM_NTASKS",
+                                                "OMPI_COMM_WORLD_RANK",
+                                                "OMPI_COMM_WORLD_SIZE",
+                                                "TORCHELASTIC_USE_AGENT_STORE",
+                                                "DDP_BACKEND",
+                                                "DDP_TIMEOUT_SECONDS"};
 
 /// The probe with exactly `env` as its launcher environment.
 Command probe(std::vector<std::string> args,
@@ -64,9 +72,9 @@ TEST(Init, LocalRankArgumentUnderALauncher) {
   EXPECT_TRUE(contains(r.output, "rank=0 world=1 local_rank=3 ")) << r.output;
   EXPECT_TRUE(contains(r.output, "launcher=1 main=1 args=x ")) << r.output;
   // The environment's LOCAL_RANK wins over the argument.
-  r = ddp_test::run_command(probe({"--local-rank", "3"}, {{"RANK", "0"},
-                                                          {"WORLD_SIZE", "1"},
-                                                          {"LOCAL_RANK", "0"}}));
+  r = ddp_test::run_command(
+      probe({"--local-rank", "3"},
+            {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}}));
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "local_rank=0 ")) << r.output;
 }
@@ -96,17 +104,26 @@ INSTANTIATE_TEST_SUITE_P(
         BadEnv{{{"RANK", "1"}}, "WORLD_SIZE is not set"},
         BadEnv{{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1234"}},
                "MASTER_ADDR is not set"},
-        BadEnv{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+        BadEnv{{{"RANK", "0"},
+                {"WORLD_SIZE", "2"},
+                {"MASTER_ADDR", "127.0.0.1"},
                 {"MASTER_PORT", "99999"}},
                "MASTER_PORT='99999'"},
-        BadEnv{{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "x"}}, "SLURM_NTASKS='x'"},
+        BadEnv{{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "x"}},
+               "SLURM_NTASKS='x'"},
         BadEnv{{{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "2"}},
                "OMPI_COMM_WORLD_RANK=3 is out of range"},
-        BadEnv{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
-                {"MASTER_PORT", "29999"}, {"DDP_TIMEOUT_SECONDS", "soon"}},
+        BadEnv{{{"RANK", "0"},
+                {"WORLD_SIZE", "2"},
+                {"MASTER_ADDR", "127.0.0.1"},
+                {"MASTER_PORT", "29999"},
+                {"DDP_TIMEOUT_SECONDS", "soon"}},
                "DDP_TIMEOUT_SECONDS='soon'"},
-        BadEnv{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
-                {"MASTER_PORT", "29999"}, {"DDP_BACKEND", "nccl"}},
+        BadEnv{{{"RANK", "0"},
+                {"WORLD_SIZE", "2"},
+                {"MASTER_ADDR", "127.0.0.1"},
+                {"MASTER_PORT", "29999"},
+                {"DDP_BACKEND", "nccl"}},
                "backend nccl requested"},
         BadEnv{{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"DDP_BACKEND", "tcp"}},
                "DDP_BACKEND='tcp'"}),
@@ -115,13 +132,13 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Init, UnreachableMasterFailsWithinTheTimeout) {
   // Rank 1 of 2; nobody listens on the port.
   const int port = ddp_test::free_port();
-  const auto r = ddp_test::run_command(
-      probe({}, {{"RANK", "1"},
-                 {"WORLD_SIZE", "2"},
-                 {"MASTER_ADDR", "127.0.0.1"},
-                 {"MASTER_PORT", std::to_string(port)},
-                 {"DDP_TIMEOUT_SECONDS", "3"}}),
-      120);
+  const auto r =
+      ddp_test::run_command(probe({}, {{"RANK", "1"},
+                                       {"WORLD_SIZE", "2"},
+                                       {"MASTER_ADDR", "127.0.0.1"},
+                                       {"MASTER_PORT", std::to_string(port)},
+                                       {"DDP_TIMEOUT_SECONDS", "3"}}),
+                            120);
   ASSERT_FALSE(r.timed_out) << "init() hung: " << r.output;
   EXPECT_NE(r.status, 0);
   EXPECT_TRUE(contains(r.output, "could not reach the master at "
@@ -301,11 +318,11 @@ TEST(Init, SlurmJobOfTwo) {
     const auto& r = results[static_cast<size_t>(rank)];
     ASSERT_FALSE(r.timed_out) << r.output;
     EXPECT_EQ(r.status, 0) << r.output;
-    EXPECT_TRUE(contains(r.output, "rank=" + std::to_string(rank) +
-                                       " world=2 local_rank=" +
-                                       std::to_string(rank) +
-                                       " local_world=2 distributed=1 "
-                                       "backend=gloo launcher=2"))
+    EXPECT_TRUE(
+        contains(r.output, "rank=" + std::to_string(rank) +
+                               " world=2 local_rank=" + std::to_string(rank) +
+                               " local_world=2 distributed=1 "
+                               "backend=gloo launcher=2"))
         << r.output;
     EXPECT_TRUE(contains(r.output, "sum=3")) << r.output;
   }
@@ -316,22 +333,23 @@ TEST(Init, OpenMpiJobOfTwo) {
   std::vector<Command> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     // No MASTER_ADDR: every rank is on this node, so loopback.
-    ranks.push_back(probe({"sum"}, {{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
-                                    {"OMPI_COMM_WORLD_SIZE", "2"},
-                                    {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank)},
-                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
-                                    {"MASTER_PORT", port}}));
+    ranks.push_back(
+        probe({"sum"}, {{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
+                        {"OMPI_COMM_WORLD_SIZE", "2"},
+                        {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank)},
+                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                        {"MASTER_PORT", port}}));
   }
   const auto results = ddp_test::run_commands(ranks, 120);
   for (int rank = 0; rank < 2; ++rank) {
     const auto& r = results[static_cast<size_t>(rank)];
     ASSERT_FALSE(r.timed_out) << r.output;
     EXPECT_EQ(r.status, 0) << r.output;
-    EXPECT_TRUE(contains(r.output, "rank=" + std::to_string(rank) +
-                                       " world=2 local_rank=" +
-                                       std::to_string(rank) +
-                                       " local_world=2 distributed=1 "
-                                       "backend=gloo launcher=3"))
+    EXPECT_TRUE(
+        contains(r.output, "rank=" + std::to_string(rank) +
+                               " world=2 local_rank=" + std::to_string(rank) +
+                               " local_world=2 distributed=1 "
+                               "backend=gloo launcher=3"))
         << r.output;
     EXPECT_TRUE(contains(r.output, "sum=3")) << r.output;
   }
@@ -361,11 +379,11 @@ TEST(Init, UnderRealTorchrun) {
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.status, 0) << r.output;
   for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_TRUE(contains(r.output, "rank=" + std::to_string(rank) +
-                                       " world=2 local_rank=" +
-                                       std::to_string(rank) +
-                                       " local_world=2 distributed=1 "
-                                       "backend=gloo launcher=1"))
+    EXPECT_TRUE(
+        contains(r.output, "rank=" + std::to_string(rank) +
+                               " world=2 local_rank=" + std::to_string(rank) +
+                               " local_world=2 distributed=1 "
+                               "backend=gloo launcher=1"))
         << r.output;
     EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + " sum=3"))
         << r.output;

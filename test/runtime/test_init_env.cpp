@@ -39,8 +39,11 @@ std::string error_of(const std::map<std::string, std::string>& vars) {
 }
 
 const std::map<std::string, std::string> kTorchrun = {
-    {"RANK", "3"},         {"WORLD_SIZE", "4"},     {"LOCAL_RANK", "1"},
-    {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"},
+    {"RANK", "3"},
+    {"WORLD_SIZE", "4"},
+    {"LOCAL_RANK", "1"},
+    {"LOCAL_WORLD_SIZE", "2"},
+    {"MASTER_ADDR", "10.0.0.1"},
     {"MASTER_PORT", "29400"}};
 
 TEST(InitEnv, NoLauncherIsOneProcess) {
@@ -238,7 +241,8 @@ std::vector<std::string> strip(std::vector<std::string> args,
 TEST(InitArgs, LocalRankSpellingsAreRemoved) {
   using V = std::vector<std::string>;
   std::optional<int> value;
-  EXPECT_EQ(strip({"prog", "--local_rank", "3", "x"}, &value), (V{"prog", "x"}));
+  EXPECT_EQ(strip({"prog", "--local_rank", "3", "x"}, &value),
+            (V{"prog", "x"}));
   EXPECT_EQ(value, 3);
   EXPECT_EQ(strip({"prog", "a", "--local_rank=2"}, &value), (V{"prog", "a"}));
   EXPECT_EQ(value, 2);

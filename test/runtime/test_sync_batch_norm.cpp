@@ -46,7 +46,8 @@ void check_against_global_batch(const std::vector<int64_t>& counts,
   const int64_t rank = ddp::rank();
   ASSERT_EQ(static_cast<int64_t>(counts.size()), world);
   ASSERT_TRUE(ddp::is_distributed());
-  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  const int64_t total =
+      std::accumulate(counts.begin(), counts.end(), int64_t{0});
   const int64_t offset =
       std::accumulate(counts.begin(), counts.begin() + rank, int64_t{0});
   const int64_t local = counts[rank];
@@ -73,7 +74,8 @@ void check_against_global_batch(const std::vector<int64_t>& counts,
     const torch::Tensor y_ref = plain->forward(x_ref);
     (y_ref * g).sum().backward();
 
-    const torch::Tensor x_mine = x.narrow(0, offset, local).clone().requires_grad_();
+    const torch::Tensor x_mine =
+        x.narrow(0, offset, local).clone().requires_grad_();
     const torch::Tensor y_mine = sync->forward(x_mine);
     (y_mine * g.narrow(0, offset, local)).sum().backward();
 
@@ -217,10 +219,12 @@ TEST(SyncBatchNormRanks, ConvNetTrainingMatchesGlobalBatch) {
       ref_opt.step();
 
       opt.zero_grad();
-      const torch::Tensor out = model->forward(x.narrow(0, offset, counts[rank]));
+      const torch::Tensor out =
+          model->forward(x.narrow(0, offset, counts[rank]));
       torch::nn::functional::cross_entropy(
           out, target.narrow(0, offset, counts[rank]),
-          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(
+              torch::kSum))
           .div(static_cast<double>(total))
           .backward();
       for (auto& p : model->parameters()) {
@@ -235,7 +239,8 @@ TEST(SyncBatchNormRanks, ConvNetTrainingMatchesGlobalBatch) {
     auto ref_buffers = reference->named_buffers();
     for (const auto& b : model->named_buffers()) {
       expect_close(b.value().to(torch::kDouble),
-                   ref_buffers[b.key()].to(torch::kDouble), "buffer " + b.key());
+                   ref_buffers[b.key()].to(torch::kDouble),
+                   "buffer " + b.key());
     }
   });
 }
@@ -332,13 +337,14 @@ void train_a_bit(Module& m, std::vector<int64_t> shape) {
   }
 }
 
-template <typename A, typename B>
-void expect_same_state(A& a, B& b) {
+template <typename A, typename B> void expect_same_state(A& a, B& b) {
   for (const auto& p : a->named_parameters()) {
-    EXPECT_TRUE(torch::equal(p.value(), b->named_parameters()[p.key()])) << p.key();
+    EXPECT_TRUE(torch::equal(p.value(), b->named_parameters()[p.key()]))
+        << p.key();
   }
   for (const auto& p : a->named_buffers()) {
-    EXPECT_TRUE(torch::equal(p.value(), b->named_buffers()[p.key()])) << p.key();
+    EXPECT_TRUE(torch::equal(p.value(), b->named_buffers()[p.key()]))
+        << p.key();
   }
 }
 
@@ -366,8 +372,10 @@ TEST(SyncBatchNorm, CheckpointsLoadBothWays) {
 
   // Inside a model: a Sequential saved with plain layers loads into one with
   // synchronised layers.
-  torch::nn::Sequential plain_net(torch::nn::Conv2d(2, 3, 1), torch::nn::BatchNorm2d(3));
-  torch::nn::Sequential sync_net(torch::nn::Conv2d(2, 3, 1), ddp::SyncBatchNorm2d(3));
+  torch::nn::Sequential plain_net(torch::nn::Conv2d(2, 3, 1),
+                                  torch::nn::BatchNorm2d(3));
+  torch::nn::Sequential sync_net(torch::nn::Conv2d(2, 3, 1),
+                                 ddp::SyncBatchNorm2d(3));
   for (int i = 0; i < 2; ++i) {
     plain_net->forward(torch::randn({3, 2, 4, 4}));
   }

@@ -25,8 +25,7 @@ void expect_close(const torch::Tensor& a, const torch::Tensor& b,
   EXPECT_LE(diff, tol * scale) << what << " on rank " << ddp::rank();
 }
 
-template <typename Norm>
-torch::nn::Sequential conv_net() {
+template <typename Norm> torch::nn::Sequential conv_net() {
   return torch::nn::Sequential(
       torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 6, 3).padding(1)), Norm(6),
       torch::nn::ReLU(),
@@ -76,7 +75,8 @@ void check_ddp_with_sync_batch_norm() {
   for (const auto& p : model->named_parameters()) {
     expect_close(p.value(), ref_params[p.key()], "parameter " + p.key());
     for (const auto& other : ddp::all_gather(p.value().detach())) {
-      EXPECT_TRUE(torch::equal(other, p.value())) << p.key() << " differs across ranks";
+      EXPECT_TRUE(torch::equal(other, p.value()))
+          << p.key() << " differs across ranks";
     }
   }
   auto ref_buffers = reference->named_buffers();

@@ -72,19 +72,21 @@ void expect_close(const torch::Tensor& a, const torch::Tensor& b,
                   const std::string& what, double tol = 1e-5) {
   ASSERT_TRUE(a.defined() && b.defined()) << what;
   ASSERT_EQ(a.sizes(), b.sizes()) << what;
-  const double diff = (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+  const double diff =
+      (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
   const double scale = std::max(1.0, b.abs().max().item<double>());
   EXPECT_LE(diff, tol * scale) << what;
 }
 
 std::string rank_file(const std::string& name, int rank) {
-  return ddp_test::shared_dir() + "/" + name + "_r" + std::to_string(rank) + ".t";
+  return ddp_test::shared_dir() + "/" + name + "_r" + std::to_string(rank) +
+         ".t";
 }
 
 TEST(SyncBatchNormParity, MatchesPyTorchOverTheGlobalBatch) {
   if (!ddp_test::is_worker() &&
-      std::system((std::string(kPython) +
-                   " -c 'import torch' > /dev/null 2>&1").c_str()) != 0) {
+      std::system((std::string(kPython) + " -c 'import torch' > /dev/null 2>&1")
+                      .c_str()) != 0) {
     GTEST_SKIP() << kPython << " with torch (python3-torch) is not installed";
   }
   ddp_test::run_ranks(2, [] {
@@ -105,8 +107,8 @@ TEST(SyncBatchNormParity, MatchesPyTorchOverTheGlobalBatch) {
     }
     if (rank == 0) {
       std::ofstream meta(dir + "/meta.txt");
-      meta << "channels " << kChannels << "\nsteps " << kSteps << "\nlr "
-           << kLr << "\neps " << kEps << "\nmomentum " << kMomentum << "\n";
+      meta << "channels " << kChannels << "\nsteps " << kSteps << "\nlr " << kLr
+           << "\neps " << kEps << "\nmomentum " << kMomentum << "\n";
       write_tensor(dir + "/weight0.t", bn->weight);
       write_tensor(dir + "/bias0.t", bn->bias);
     }
@@ -143,8 +145,9 @@ TEST(SyncBatchNormParity, MatchesPyTorchOverTheGlobalBatch) {
     return;
   }
   const std::string dir = ddp_test::shared_dir();
-  const std::string command = std::string(kPython) + " " DDP_TEST_SOURCE_DIR
-                              "/parity_sbn/reference.py " + dir;
+  const std::string command =
+      std::string(kPython) +
+      " " DDP_TEST_SOURCE_DIR "/parity_sbn/reference.py " + dir;
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
 
   int64_t offset = 0;
@@ -153,10 +156,12 @@ TEST(SyncBatchNormParity, MatchesPyTorchOverTheGlobalBatch) {
     for (int k = 0; k < kSteps; ++k) {
       const std::string step = std::to_string(k);
       expect_close(read_tensor(rank_file("y" + step, rank)),
-                   read_tensor(dir + "/ref_y" + step + ".t").narrow(0, offset, kCounts[rank]),
+                   read_tensor(dir + "/ref_y" + step + ".t")
+                       .narrow(0, offset, kCounts[rank]),
                    "output at step " + step + who);
       expect_close(read_tensor(rank_file("dx" + step, rank)),
-                   read_tensor(dir + "/ref_dx" + step + ".t").narrow(0, offset, kCounts[rank]),
+                   read_tensor(dir + "/ref_dx" + step + ".t")
+                       .narrow(0, offset, kCounts[rank]),
                    "input gradient at step " + step + who);
     }
     for (const char* name : {"weight", "bias", "running_mean", "running_var"}) {

@@ -3,10 +3,12 @@
 // Distributed data loading: ddp::make_data_loader mirrors every overload of
 // torch::data::make_data_loader and gives each rank its share of the samples.
 //
-//   auto train = ddp::make_data_loader(std::move(ds), 64);                  // even (training)
-//   auto train = ddp::make_data_loader<SequentialSampler>(std::move(ds), opts);
-//   auto test  = ddp::make_data_loader(std::move(ds), sampler, opts, ddp::Shard::kExact);
-//   auto test  = ddp::make_eval_data_loader(std::move(ds), 64);             // exact (evaluation)
+//   auto train = ddp::make_data_loader(std::move(ds), 64);                  //
+//   even (training) auto train =
+//   ddp::make_data_loader<SequentialSampler>(std::move(ds), opts); auto test  =
+//   ddp::make_data_loader(std::move(ds), sampler, opts, ddp::Shard::kExact);
+//   auto test  = ddp::make_eval_data_loader(std::move(ds), 64);             //
+//   exact (evaluation)
 //
 // Sharding (ddp::DistributedSampler<Inner>, a torch sampler wrapping any
 // index sampler): the full index sequence the inner sampler produces for one
@@ -69,20 +71,19 @@ namespace detail {
 /// Positions rank, rank + W, ... of `indices` (padded by wrapping around to a
 /// multiple of W in kEven mode).
 std::vector<size_t> shard_indices(const std::vector<size_t>& indices,
-                                  int64_t rank, int64_t world_size,
-                                  Shard mode);
+                                  int64_t rank, int64_t world_size, Shard mode);
 
 /// Seeds LibTorch's default CPU generator for its lifetime and then restores
 /// the previous state, so sharing a permutation leaves the program's random
 /// stream as it was.
 class SeededDefaultGenerator {
- public:
+public:
   explicit SeededDefaultGenerator(uint64_t seed);
   ~SeededDefaultGenerator();
   SeededDefaultGenerator(const SeededDefaultGenerator&) = delete;
   SeededDefaultGenerator& operator=(const SeededDefaultGenerator&) = delete;
 
- private:
+private:
   torch::Tensor saved_state_;
 };
 
@@ -90,8 +91,7 @@ class SeededDefaultGenerator {
 std::pair<int64_t, int64_t> resolve_shard(const ShardOptions& options);
 
 /// Whether T is a torch sampler (derives from Sampler<T::BatchRequestType>).
-template <typename T, typename = void>
-struct is_sampler : std::false_type {};
+template <typename T, typename = void> struct is_sampler : std::false_type {};
 template <typename T>
 struct is_sampler<T, std::void_t<typename T::BatchRequestType>>
     : std::is_base_of<
@@ -99,12 +99,10 @@ struct is_sampler<T, std::void_t<typename T::BatchRequestType>>
 
 } // namespace detail
 
-template <typename Inner>
-class DistributedSampler;
+template <typename Inner> class DistributedSampler;
 
 namespace detail {
-template <typename T>
-struct is_ddp_sampler : std::false_type {};
+template <typename T> struct is_ddp_sampler : std::false_type {};
 template <typename Inner>
 struct is_ddp_sampler<DistributedSampler<Inner>> : std::true_type {};
 /// A plain torch sampler, to be wrapped in a DistributedSampler.
@@ -125,17 +123,20 @@ class DistributedSampler
   static_assert(detail::is_sampler<Inner>::value,
                 "ddp::DistributedSampler wraps a torch::data sampler");
   static_assert(
-      std::is_same<typename Inner::BatchRequestType, std::vector<size_t>>::value,
+      std::is_same<typename Inner::BatchRequestType,
+                   std::vector<size_t>>::value,
       "ddp::DistributedSampler needs a sampler producing index vectors "
-      "(std::vector<size_t>); a StreamSampler or custom batch request cannot be "
+      "(std::vector<size_t>); a StreamSampler or custom batch request cannot "
+      "be "
       "sharded by index");
   static_assert(
-      !std::is_base_of<torch::data::samplers::DistributedSampler<>, Inner>::value,
+      !std::is_base_of<torch::data::samplers::DistributedSampler<>,
+                       Inner>::value,
       "this sampler is already distributed (torch::data::samplers::Distributed"
       "*Sampler); keep torch::data::make_data_loader for it, or pass the plain "
       "sampler to ddp::make_data_loader");
 
- public:
+public:
   using InnerSampler = Inner;
 
   explicit DistributedSampler(Inner inner, ShardOptions options = {})
@@ -224,7 +225,7 @@ class DistributedSampler
     return state_->shard;
   }
 
- private:
+private:
   struct State {
     State(Inner inner_, ShardOptions options_)
         : inner(std::move(inner_)), options(std::move(options_)) {
@@ -257,8 +258,8 @@ class DistributedSampler
         all.insert(all.end(), batch->begin(), batch->end());
       }
     }
-    s.shard = detail::shard_indices(all, s.rank, s.world_size,
-                                    s.options.mode());
+    s.shard =
+        detail::shard_indices(all, s.rank, s.world_size, s.options.mode());
     s.position = 0;
     s.built = true;
   }
@@ -270,8 +271,9 @@ class DistributedSampler
 /// DistributedSampler, plus access to that sampler for set_epoch().
 template <typename Dataset, typename Inner>
 class DistributedDataLoader
-    : public torch::data::StatelessDataLoader<Dataset, DistributedSampler<Inner>> {
- public:
+    : public torch::data::StatelessDataLoader<Dataset,
+                                              DistributedSampler<Inner>> {
+public:
   using SamplerType = DistributedSampler<Inner>;
   using super = torch::data::StatelessDataLoader<Dataset, SamplerType>;
 
@@ -287,7 +289,7 @@ class DistributedDataLoader
   /// The loader's sampler (a handle to the same state).
   SamplerType& sampler() { return sampler_; }
 
- private:
+private:
   SamplerType sampler_;
 };
 
@@ -370,8 +372,9 @@ void set_epoch(DistributedDataLoader<Dataset, Inner>& loader, size_t epoch) {
   loader.set_epoch(epoch);
 }
 template <typename Dataset, typename Inner>
-void set_epoch(const std::unique_ptr<DistributedDataLoader<Dataset, Inner>>& loader,
-               size_t epoch) {
+void set_epoch(
+    const std::unique_ptr<DistributedDataLoader<Dataset, Inner>>& loader,
+    size_t epoch) {
   loader->set_epoch(epoch);
 }
 

@@ -80,10 +80,10 @@ class Reducer;
 class NoSyncGuard {
 public:
   explicit NoSyncGuard(std::shared_ptr<detail::Reducer> reducer);
-  NoSyncGuard(NoSyncGuard &&other) noexcept;
-  NoSyncGuard(const NoSyncGuard &) = delete;
-  NoSyncGuard &operator=(const NoSyncGuard &) = delete;
-  NoSyncGuard &operator=(NoSyncGuard &&) = delete;
+  NoSyncGuard(NoSyncGuard&& other) noexcept;
+  NoSyncGuard(const NoSyncGuard&) = delete;
+  NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+  NoSyncGuard& operator=(NoSyncGuard&&) = delete;
   ~NoSyncGuard();
 
 private:
@@ -95,14 +95,14 @@ private:
 class DistributedDataParallelBase {
 public:
   /// Does nothing (no hooks, no communication) unless ddp::is_distributed().
-  explicit DistributedDataParallelBase(torch::nn::Module &module,
+  explicit DistributedDataParallelBase(torch::nn::Module& module,
                                        DistributedDataParallelOptions options);
-  DistributedDataParallelBase(DistributedDataParallelBase &&) noexcept;
-  DistributedDataParallelBase &
-  operator=(DistributedDataParallelBase &&) noexcept;
-  DistributedDataParallelBase(const DistributedDataParallelBase &) = delete;
-  DistributedDataParallelBase &
-  operator=(const DistributedDataParallelBase &) = delete;
+  DistributedDataParallelBase(DistributedDataParallelBase&&) noexcept;
+  DistributedDataParallelBase&
+  operator=(DistributedDataParallelBase&&) noexcept;
+  DistributedDataParallelBase(const DistributedDataParallelBase&) = delete;
+  DistributedDataParallelBase&
+  operator=(const DistributedDataParallelBase&) = delete;
   /// Removes the hooks: the model trains locally again.
   ~DistributedDataParallelBase();
 
@@ -114,11 +114,11 @@ public:
 
   /// False when world size is 1: the wrapper is a no-op.
   bool is_active() const;
-  const DistributedDataParallelOptions &options() const;
+  const DistributedDataParallelOptions& options() const;
   DataParallelStats stats() const;
   void reset_stats();
   /// Whether this wrapper manages exactly `module`'s current parameters.
-  bool wraps(torch::nn::Module &module) const;
+  bool wraps(torch::nn::Module& module) const;
   /// Number of gradient buckets (one all-reduce each per synced backward).
   int64_t bucket_count() const;
   /// Names (from named_parameters()) of the parameters in each bucket, in
@@ -126,7 +126,7 @@ public:
   std::vector<std::vector<std::string>> bucket_parameter_names() const;
 
 private:
-  const std::shared_ptr<detail::Reducer> &checked_reducer() const;
+  const std::shared_ptr<detail::Reducer>& checked_reducer() const;
 
   std::shared_ptr<detail::Reducer> reducer_;
 };
@@ -143,7 +143,7 @@ public:
   using ModuleType = M;
 
   template <typename Impl, IfDerived<Impl> = 0>
-  explicit DistributedDataParallel(const torch::nn::ModuleHolder<Impl> &holder,
+  explicit DistributedDataParallel(const torch::nn::ModuleHolder<Impl>& holder,
                                    DistributedDataParallelOptions options = {})
       : DistributedDataParallel(std::shared_ptr<M>(holder.ptr()),
                                 std::move(options)) {}
@@ -156,7 +156,7 @@ public:
 
   /// Not owning: `module` must outlive the wrapper.
   template <typename Impl, IfDerived<Impl> = 0>
-  explicit DistributedDataParallel(Impl &module,
+  explicit DistributedDataParallel(Impl& module,
                                    DistributedDataParallelOptions options = {})
       : DistributedDataParallel(
             std::shared_ptr<M>(std::shared_ptr<M>(), &module),
@@ -164,28 +164,28 @@ public:
 
   /// Not owning: `*module` must outlive the wrapper.
   template <typename Impl, IfDerived<Impl> = 0>
-  explicit DistributedDataParallel(Impl *module,
+  explicit DistributedDataParallel(Impl* module,
                                    DistributedDataParallelOptions options = {})
       : DistributedDataParallel(
             std::shared_ptr<M>(std::shared_ptr<M>(), checked(module)),
             std::move(options)) {}
 
-  M &module() const { return *module_; }
-  const std::shared_ptr<M> &module_ptr() const { return module_; }
-  M *operator->() const { return module_.get(); }
-  M &operator*() const { return *module_; }
+  M& module() const { return *module_; }
+  const std::shared_ptr<M>& module_ptr() const { return module_; }
+  M* operator->() const { return module_.get(); }
+  M& operator*() const { return *module_; }
 
   /// Pass-through to the module's forward(); calling the module directly is
   /// equally fine.
-  template <typename... Args> decltype(auto) forward(Args &&...args) {
+  template <typename... Args> decltype(auto) forward(Args&&... args) {
     return module_->forward(std::forward<Args>(args)...);
   }
-  template <typename... Args> decltype(auto) operator()(Args &&...args) {
+  template <typename... Args> decltype(auto) operator()(Args&&... args) {
     return module_->forward(std::forward<Args>(args)...);
   }
 
 private:
-  template <typename T> static T &checked(T *module) {
+  template <typename T> static T& checked(T* module) {
     TORCH_CHECK(module != nullptr,
                 "ddp::DistributedDataParallel: the module is null");
     return *module;
@@ -196,10 +196,10 @@ private:
 
 // Deduction guides, so migrated code needs no template argument.
 template <typename Impl>
-DistributedDataParallel(const torch::nn::ModuleHolder<Impl> &)
+DistributedDataParallel(const torch::nn::ModuleHolder<Impl>&)
     -> DistributedDataParallel<Impl>;
 template <typename Impl>
-DistributedDataParallel(const torch::nn::ModuleHolder<Impl> &,
+DistributedDataParallel(const torch::nn::ModuleHolder<Impl>&,
                         DistributedDataParallelOptions)
     -> DistributedDataParallel<Impl>;
 template <typename Impl>
@@ -210,16 +210,16 @@ DistributedDataParallel(std::shared_ptr<Impl>, DistributedDataParallelOptions)
 template <
     typename Impl,
     std::enable_if_t<std::is_base_of<torch::nn::Module, Impl>::value, int> = 0>
-DistributedDataParallel(Impl &) -> DistributedDataParallel<Impl>;
+DistributedDataParallel(Impl&) -> DistributedDataParallel<Impl>;
 template <
     typename Impl,
     std::enable_if_t<std::is_base_of<torch::nn::Module, Impl>::value, int> = 0>
-DistributedDataParallel(Impl &, DistributedDataParallelOptions)
+DistributedDataParallel(Impl&, DistributedDataParallelOptions)
     -> DistributedDataParallel<Impl>;
 template <typename Impl>
-DistributedDataParallel(Impl *) -> DistributedDataParallel<Impl>;
+DistributedDataParallel(Impl*) -> DistributedDataParallel<Impl>;
 template <typename Impl>
-DistributedDataParallel(Impl *, DistributedDataParallelOptions)
+DistributedDataParallel(Impl*, DistributedDataParallelOptions)
     -> DistributedDataParallel<Impl>;
 
 /// Wraps `module` for the rest of the process, for code where no object can
@@ -228,29 +228,29 @@ DistributedDataParallel(Impl *, DistributedDataParallelOptions)
 /// same wrapper, so a helper called every epoch is fine. The wrapper keeps
 /// the parameters' autograd nodes alive until exit, so prefer the RAII
 /// object where a scope fits.
-DistributedDataParallelBase &
-distribute(torch::nn::Module &module,
+DistributedDataParallelBase&
+distribute(torch::nn::Module& module,
            DistributedDataParallelOptions options = {});
 template <typename Impl>
-DistributedDataParallelBase &
-distribute(const torch::nn::ModuleHolder<Impl> &holder,
+DistributedDataParallelBase&
+distribute(const torch::nn::ModuleHolder<Impl>& holder,
            DistributedDataParallelOptions options = {}) {
-  return distribute(static_cast<torch::nn::Module &>(*holder.ptr()),
+  return distribute(static_cast<torch::nn::Module&>(*holder.ptr()),
                     std::move(options));
 }
 template <typename Impl>
-DistributedDataParallelBase &
-distribute(const std::shared_ptr<Impl> &module,
+DistributedDataParallelBase&
+distribute(const std::shared_ptr<Impl>& module,
            DistributedDataParallelOptions options = {}) {
   TORCH_CHECK(module != nullptr, "ddp::distribute: the module is null");
-  return distribute(static_cast<torch::nn::Module &>(*module),
+  return distribute(static_cast<torch::nn::Module&>(*module),
                     std::move(options));
 }
 template <typename Impl>
-DistributedDataParallelBase &
-distribute(Impl *module, DistributedDataParallelOptions options = {}) {
+DistributedDataParallelBase&
+distribute(Impl* module, DistributedDataParallelOptions options = {}) {
   TORCH_CHECK(module != nullptr, "ddp::distribute: the module is null");
-  return distribute(static_cast<torch::nn::Module &>(*module),
+  return distribute(static_cast<torch::nn::Module&>(*module),
                     std::move(options));
 }
 

@@ -2,7 +2,7 @@
 
 // Entry header of the ddp runtime: what programs migrated by ddpify include.
 
-#include <ddp/distributed.h>
-#include <ddp/data_parallel.h>
-#include <ddp/sync_batch_norm.h>
 #include <ddp/data.h>
+#include <ddp/data_parallel.h>
+#include <ddp/distributed.h>
+#include <ddp/sync_batch_norm.h>

@@ -59,7 +59,7 @@ void print_sync_batch_norm(std::ostream& stream, const char* name,
 
 /// Synchronised torch::nn::BatchNorm1d: input (N, C) or (N, C, L).
 class SyncBatchNorm1dImpl : public torch::nn::BatchNorm1dImpl {
- public:
+public:
   using torch::nn::BatchNorm1dImpl::BatchNorm1dImpl;
 
   torch::Tensor forward(const torch::Tensor& input);
@@ -72,7 +72,7 @@ TORCH_MODULE(SyncBatchNorm1d);
 
 /// Synchronised torch::nn::BatchNorm2d: input (N, C, H, W).
 class SyncBatchNorm2dImpl : public torch::nn::BatchNorm2dImpl {
- public:
+public:
   using torch::nn::BatchNorm2dImpl::BatchNorm2dImpl;
 
   torch::Tensor forward(const torch::Tensor& input);
@@ -84,7 +84,7 @@ TORCH_MODULE(SyncBatchNorm2d);
 
 /// Synchronised torch::nn::BatchNorm3d: input (N, C, D, H, W).
 class SyncBatchNorm3dImpl : public torch::nn::BatchNorm3dImpl {
- public:
+public:
   using torch::nn::BatchNorm3dImpl::BatchNorm3dImpl;
 
   torch::Tensor forward(const torch::Tensor& input);
