@@ -148,17 +148,8 @@ std::string relativeToRoot(llvm::StringRef Path, llvm::StringRef Root) {
   return Path.str();
 }
 
-std::string fileUri(llvm::StringRef AbsolutePath) {
-  std::string Uri = "file://";
-  for (char C : AbsolutePath) {
-    if (llvm::isAlnum(C) || llvm::StringRef("/-._~").contains(C))
-      Uri += C;
-    else
-      Uri += llvm::formatv("%{0:X-2}", static_cast<unsigned char>(C)).str();
-  }
-  return Uri;
-}
-
+/// A path as URI text: unreserved characters and '/' kept, the rest
+/// percent-encoded (RFC 3986).
 std::string relativeUri(llvm::StringRef Relative) {
   std::string Uri;
   for (char C : Relative) {
@@ -168,6 +159,10 @@ std::string relativeUri(llvm::StringRef Relative) {
       Uri += llvm::formatv("%{0:X-2}", static_cast<unsigned char>(C)).str();
   }
   return Uri;
+}
+
+std::string fileUri(llvm::StringRef AbsolutePath) {
+  return "file://" + relativeUri(AbsolutePath);
 }
 
 std::string helpUri(llvm::StringRef CheckName) {
