@@ -1,6 +1,7 @@
 //===- MatcherUtil.cpp - Locating Findings in the user's files ------------===//
 
 #include "ddpify/MatcherUtil.h"
+#include "clang/Basic/FileManager.h"
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/Lexer.h"
 #include "llvm/Support/FileSystem.h"
@@ -23,6 +24,10 @@ Finding FindingLocator::make(ASTContext &Context, SourceRange Range,
   SourceLocation Begin = Range.getBegin();
   if (Begin.isMacroID() || Range.getEnd().isMacroID()) {
     F.InMacro = true;
+    // A report item (docs/report.md); lint-only checks have no migration to
+    // report.
+    if (!RuleId.empty())
+      F.ReportId = "macro-expansion";
     SourceLocation Expansion = SM.getExpansionLoc(Begin);
     if (Begin.isMacroID())
       F.MacroName =
@@ -79,7 +84,10 @@ std::string FindingLocator::realPath(const SourceManager &SM, FileID File) {
   std::string Result;
   if (OptionalFileEntryRef Entry = SM.getFileEntryRefForID(File)) {
     llvm::SmallString<256> Real;
-    if (!llvm::sys::fs::real_path(Entry->getName(), Real))
+    // Through the parse's file system: a relative name is relative to its
+    // working directory (the compile command's), not the process's.
+    if (!SM.getFileManager().getVirtualFileSystem().getRealPath(
+            Entry->getName(), Real))
       Result = Real.str().str();
   }
   RealPaths[File] = Result;

@@ -1,4 +1,4 @@
-//===- ModelMatchers.cpp - R5: BatchNorm to SyncBatchNorm -----------------===//
+//===- ModelMatchers.cpp - R5 SyncBatchNorm, R6 DDP wrap ------------------===//
 //
 // R5 finds every written `torch::nn::BatchNorm{1,2,3}d` (the TORCH_MODULE
 // holder): member and local types, constructions such as
@@ -16,7 +16,11 @@
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMapContext.h"
+#include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
+#include "clang/Basic/SourceManager.h"
+#include "clang/Lex/Lexer.h"
+#include <algorithm>
 #include <set>
 
 using namespace clang;
@@ -29,12 +33,821 @@ namespace {
 const internal::VariadicDynCastAllOfMatcher<Stmt, CXXTypeidExpr>
     cxxTypeidExpr; // NOLINT(readability-identifier-naming)
 
+// --- R6: wrap every trained model in DDP -----------------------------------
+//
+// A model is trained when its parameters() reach a torch::optim optimizer
+// (its construction, make_unique/new of one, add_param_group), directly or
+// through a local vector. It is placed by `x.to(<torch::Device>)` on the
+// model itself or, when it has no placement of its own, on a helper's
+// parameter or a class member it was handed to. The wrap goes right after
+// the placement: a named local wrapper when the placement sits in the block
+// declaring the model (it dies just before the model), else
+// ddp::distribute(...), which lasts until exit and is idempotent at run time
+// (a helper called every epoch, several models through one helper).
+
+const Expr *skipImplicit(const Expr *E) {
+  while (E) {
+    const Expr *Next = E->IgnoreImplicit()->IgnoreParens();
+    if (const auto *Cleanups = dyn_cast<ExprWithCleanups>(Next))
+      Next = Cleanups->getSubExpr();
+    if (Next == E)
+      return E;
+    E = Next;
+  }
+  return E;
+}
+
+/// The variable, parameter or member an expression naming a model refers to:
+/// `model`, `model->`, `*net`, `std::move(model)`, `model.ptr()`, `model_`,
+/// `this->model_`, copies of them; nullptr for anything else.
+const ValueDecl *modelDeclOf(const Expr *E) {
+  for (int Depth = 0; E && Depth < 12; ++Depth) {
+    E = skipImplicit(E);
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+      return dyn_cast<VarDecl>(Ref->getDecl());
+    if (const auto *Member = dyn_cast<MemberExpr>(E))
+      return dyn_cast<FieldDecl>(Member->getMemberDecl());
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
+      OverloadedOperatorKind Kind = Op->getOperator();
+      if ((Kind != OO_Arrow && Kind != OO_Star) || Op->getNumArgs() != 1)
+        return nullptr;
+      E = Op->getArg(0);
+      continue;
+    }
+    if (const auto *Unary = dyn_cast<UnaryOperator>(E)) {
+      if (Unary->getOpcode() != UO_Deref && Unary->getOpcode() != UO_AddrOf)
+        return nullptr;
+      E = Unary->getSubExpr();
+      continue;
+    }
+    if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E)) {
+      const CXXMethodDecl *Method = Member->getMethodDecl();
+      if (!Method || Member->getNumArgs() != 0 ||
+          !(Method->getName() == "ptr" || Method->getName() == "get"))
+        return nullptr;
+      E = Member->getImplicitObjectArgument();
+      continue;
+    }
+    if (const auto *Call = dyn_cast<CallExpr>(E)) {
+      const FunctionDecl *Callee = Call->getDirectCallee();
+      if (!Callee || Call->getNumArgs() != 1 ||
+          Callee->getQualifiedNameAsString() != "std::move")
+        return nullptr;
+      E = Call->getArg(0);
+      continue;
+    }
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(E)) {
+      // Copies and moves of holders and shared_ptrs share the module.
+      if (Construct->getNumArgs() != 1 ||
+          !Construct->getConstructor()->isCopyOrMoveConstructor())
+        return nullptr;
+      E = Construct->getArg(0);
+      continue;
+    }
+    return nullptr;
+  }
+  return nullptr;
+}
+
+bool derivesFrom(const CXXRecordDecl *Class, llvm::StringRef QualifiedName) {
+  if (!Class)
+    return false;
+  if (Class->getQualifiedNameAsString() == QualifiedName)
+    return true;
+  if (!Class->hasDefinition())
+    return false;
+  for (const CXXBaseSpecifier &Base : Class->bases())
+    if (derivesFrom(Base.getType()->getAsCXXRecordDecl(), QualifiedName))
+      return true;
+  return false;
+}
+
+/// An optimizer, a pointer or reference to one, or a smart pointer to one.
+bool isOptimizerType(QualType Type) {
+  Type = Type.getNonReferenceType();
+  if (Type->isPointerType())
+    Type = Type->getPointeeType();
+  const CXXRecordDecl *Class = Type.getCanonicalType()->getAsCXXRecordDecl();
+  if (!Class)
+    return false;
+  if (derivesFrom(Class, "torch::optim::Optimizer"))
+    return true;
+  const auto *Smart = dyn_cast<ClassTemplateSpecializationDecl>(Class);
+  if (!Smart || Smart->getTemplateArgs().size() == 0)
+    return false;
+  std::string Name = Smart->getQualifiedNameAsString();
+  if (Name != "std::unique_ptr" && Name != "std::shared_ptr")
+    return false;
+  const TemplateArgument &Arg = Smart->getTemplateArgs()[0];
+  return Arg.getKind() == TemplateArgument::Type &&
+         derivesFrom(Arg.getAsType()->getAsCXXRecordDecl(),
+                     "torch::optim::Optimizer");
+}
+
+bool isModuleType(QualType Type) {
+  Type = Type.getNonReferenceType();
+  if (Type->isPointerType())
+    Type = Type->getPointeeType();
+  const CXXRecordDecl *Class = Type.getCanonicalType()->getAsCXXRecordDecl();
+  if (!Class)
+    return false;
+  if (derivesFrom(Class, "torch::nn::Module"))
+    return true;
+  // TORCH_MODULE holders and std::shared_ptr<Net>.
+  const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(Class);
+  if (derivesFrom(Class, "torch::nn::ModuleHolder") && !Spec) {
+    for (const CXXBaseSpecifier &Base : Class->bases())
+      if (isModuleType(Base.getType()))
+        return true;
+  }
+  if (!Spec || Spec->getTemplateArgs().size() == 0)
+    return false;
+  std::string Name = Spec->getQualifiedNameAsString();
+  const TemplateArgument &Arg = Spec->getTemplateArgs()[0];
+  return (Name == "std::shared_ptr" || Name == "torch::nn::ModuleHolder") &&
+         Arg.getKind() == TemplateArgument::Type &&
+         derivesFrom(Arg.getAsType()->getAsCXXRecordDecl(),
+                     "torch::nn::Module");
+}
+
+bool isLoop(const Stmt *S) {
+  return isa<ForStmt>(S) || isa<WhileStmt>(S) || isa<DoStmt>(S) ||
+         isa<CXXForRangeStmt>(S);
+}
+
+/// The names declared in a function, so a new wrapper shadows none.
+struct NameCollector : RecursiveASTVisitor<NameCollector> {
+  std::set<std::string> *Names = nullptr;
+  bool VisitNamedDecl(NamedDecl *D) {
+    if (D->getIdentifier())
+      Names->insert(D->getName().str());
+    return true;
+  }
+};
+
+class WrapMatchers : public MatchFinder::MatchCallback {
+public:
+  WrapMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
+      : Findings(Findings), Locator(ProjectRoot) {}
+
+  void registerMatchers(MatchFinder &Finder) {
+    auto OnModule = cxxMethodDecl(ofClass(cxxRecordDecl(
+        isSameOrDerivedFrom(cxxRecordDecl(hasName("::torch::nn::Module"))))));
+    Finder.addMatcher(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName(
+                                            "parameters", "named_parameters"))),
+                                        callee(OnModule))
+                          .bind("params"),
+                      this);
+    Finder.addMatcher(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("to"))),
+                                        callee(OnModule))
+                          .bind("placement"),
+                      this);
+    // Already wrapped: a DistributedDataParallel built from the model, or
+    // ddp::distribute called on it.
+    Finder.addMatcher(
+        cxxConstructExpr(
+            hasDeclaration(cxxConstructorDecl(
+                ofClass(cxxRecordDecl(isSameOrDerivedFrom(cxxRecordDecl(
+                    hasName("::ddp::DistributedDataParallelBase"))))))))
+            .bind("wrapper"),
+        this);
+    Finder.addMatcher(
+        callExpr(callee(functionDecl(hasName("::ddp::distribute"))))
+            .bind("distribute"),
+        this);
+    // Where a model goes: call arguments, member initialisers, assignments.
+    Finder.addMatcher(callExpr().bind("call"), this);
+    Finder.addMatcher(cxxConstructExpr().bind("construct"), this);
+    Finder.addMatcher(
+        cxxCtorInitializer(isMemberInitializer()).bind("memberInit"), this);
+    Finder.addMatcher(binaryOperator(hasOperatorName("=")).bind("assign"),
+                      this);
+    Finder.addMatcher(
+        cxxOperatorCallExpr(hasOverloadedOperatorName("=")).bind("assignOp"),
+        this);
+    Finder.addMatcher(varDecl(hasInitializer(expr())).bind("var"), this);
+    Finder.addMatcher(declRefExpr(to(varDecl())).bind("ref"), this);
+    Finder.addMatcher(
+        stmt(anyOf(forStmt(), whileStmt(), doStmt(), cxxForRangeStmt()))
+            .bind("loop"),
+        this);
+  }
+
+  void onStartOfTranslationUnit() override {
+    Locator.reset();
+    ParamCalls.clear();
+    Placements.clear();
+    Wrapped.clear();
+    Edges.clear();
+    VarRefs.clear();
+    Opaque.clear();
+    Loops.clear();
+  }
+
+  void run(const MatchFinder::MatchResult &Result) override {
+    Context = Result.Context;
+    const BoundNodes &Nodes = Result.Nodes;
+    if (const auto *Call = Nodes.getNodeAs<CXXMemberCallExpr>("params")) {
+      ParamCalls.push_back(Call);
+    } else if (const auto *Call =
+                   Nodes.getNodeAs<CXXMemberCallExpr>("placement")) {
+      const CXXMethodDecl *Method = Call->getMethodDecl();
+      if (Method && Method->getNumParams() > 0 &&
+          isRecordNamed(Method->getParamDecl(0)->getType(), "c10::Device"))
+        Placements.push_back(Call);
+    } else if (const auto *Wrapper =
+                   Nodes.getNodeAs<CXXConstructExpr>("wrapper")) {
+      for (const Expr *Arg : Wrapper->arguments())
+        if (const ValueDecl *Decl = modelDeclOf(Arg))
+          Wrapped.insert(canonical(Decl));
+    } else if (const auto *Call = Nodes.getNodeAs<CallExpr>("distribute")) {
+      if (Call->getNumArgs() > 0)
+        if (const ValueDecl *Decl = modelDeclOf(Call->getArg(0)))
+          Wrapped.insert(canonical(Decl));
+    } else if (const auto *Call = Nodes.getNodeAs<CallExpr>("call")) {
+      if (!isa<CXXOperatorCallExpr>(Call))
+        if (const FunctionDecl *Callee = Call->getDirectCallee())
+          noteArguments(Callee, Call->getArgs(), Call->getNumArgs(), Call);
+    } else if (const auto *Construct =
+                   Nodes.getNodeAs<CXXConstructExpr>("construct")) {
+      noteArguments(Construct->getConstructor(), Construct->getArgs(),
+                    Construct->getNumArgs(), Construct);
+    } else if (const auto *Init =
+                   Nodes.getNodeAs<CXXCtorInitializer>("memberInit")) {
+      noteCopy(Init->getMember(), Init->getInit(), nullptr);
+    } else if (const auto *Assign = Nodes.getNodeAs<BinaryOperator>("assign")) {
+      noteCopy(modelDeclOf(Assign->getLHS()), Assign->getRHS(), Assign);
+    } else if (const auto *Assign =
+                   Nodes.getNodeAs<CXXOperatorCallExpr>("assignOp")) {
+      if (Assign->getNumArgs() == 2)
+        noteCopy(modelDeclOf(Assign->getArg(0)), Assign->getArg(1), Assign);
+    } else if (const auto *Var = Nodes.getNodeAs<VarDecl>("var")) {
+      // `auto &m = model;`, `auto net = model;` (a holder copy shares it).
+      noteCopy(Var, Var->getInit(), Var->getInit());
+    } else if (const auto *Ref = Nodes.getNodeAs<DeclRefExpr>("ref")) {
+      VarRefs.push_back(Ref);
+    } else if (const auto *Loop = Nodes.getNodeAs<Stmt>("loop")) {
+      Loops.push_back(Loop->getSourceRange());
+    }
+  }
+
+  void onEndOfTranslationUnit() override {
+    if (!Context)
+      return;
+    collectRoots();
+    decide();
+    Context = nullptr;
+  }
+
+private:
+  struct Root {
+    const ValueDecl *Decl = nullptr;
+    /// A parameters() call reaching its optimizer: where a report goes.
+    const CXXMemberCallExpr *Site = nullptr;
+  };
+
+  /// A chosen wrap point.
+  struct Wrap {
+    const CXXMemberCallExpr *Placement = nullptr;
+    bool Distribute = false;
+  };
+
+  static bool isRecordNamed(QualType Type, llvm::StringRef QualifiedName) {
+    const auto *Record =
+        Type.getNonReferenceType().getCanonicalType()->getAsCXXRecordDecl();
+    return Record && Record->getQualifiedNameAsString() == QualifiedName;
+  }
+
+  /// A module class held by value (`struct Net : torch::nn::Module`): a copy
+  /// is another module, not an alias.
+  static bool isPlainModule(QualType Type) {
+    const CXXRecordDecl *Class =
+        Type.getNonReferenceType().getCanonicalType()->getAsCXXRecordDecl();
+    return Class && derivesFrom(Class, "torch::nn::Module");
+  }
+
+  /// Parameters of a function declared twice are those of its definition,
+  /// where the placements are.
+  static const ValueDecl *canonical(const ValueDecl *Decl) {
+    const auto *Param = dyn_cast<ParmVarDecl>(Decl);
+    if (!Param)
+      return Decl;
+    const auto *Function =
+        dyn_cast_or_null<FunctionDecl>(Param->getDeclContext());
+    if (!Function)
+      return Decl;
+    const FunctionDecl *Definition = Function->getDefinition();
+    unsigned Index = Param->getFunctionScopeIndex();
+    if (Definition && Index < Definition->getNumParams())
+      return Definition->getParamDecl(Index);
+    return Decl;
+  }
+
+  /// A model passed to a function or constructor of the user's code is an
+  /// alias of its parameter there (by reference, holder, shared_ptr or
+  /// pointer; a plain module copied by value is another module).
+  void noteArguments(const FunctionDecl *Callee, const Expr *const *Args,
+                     unsigned NumArgs, const Expr *Site) {
+    if (!Callee)
+      return;
+    const SourceManager &SM = Context->getSourceManager();
+    if (SM.isInSystemHeader(SM.getExpansionLoc(Callee->getLocation())))
+      return; // LibTorch, the standard library
+    const FunctionDecl *Definition = Callee->getDefinition();
+    if (!Definition || !Definition->hasBody()) {
+      // A body ddpify does not read (outside the root): it may be where the
+      // model is placed; the report says so.
+      for (unsigned I = 0; I < NumArgs; ++I)
+        if (const ValueDecl *From = modelDeclOf(Args[I]))
+          if (isModuleType(From->getType()))
+            Opaque.push_back({canonical(From), Callee, Site});
+      return;
+    }
+    if (SM.isInSystemHeader(SM.getExpansionLoc(Definition->getLocation())))
+      return;
+    for (unsigned I = 0; I < NumArgs && I < Definition->getNumParams(); ++I) {
+      const ParmVarDecl *Param = Definition->getParamDecl(I);
+      QualType Type = Param->getType();
+      if (!isModuleType(Type) ||
+          (!Type->isReferenceType() && !Type->isPointerType() &&
+           isPlainModule(Type)))
+        continue;
+      if (const ValueDecl *From = modelDeclOf(Args[I]))
+        Edges.push_back({canonical(From), Param, Site});
+    }
+  }
+
+  void noteCopy(const ValueDecl *To, const Expr *Value, const Expr *Site) {
+    if (!To || !Value || !isModuleType(To->getType()))
+      return;
+    QualType Type = To->getType();
+    if (!Type->isReferenceType() && !Type->isPointerType() &&
+        isPlainModule(Type))
+      return;
+    if (const ValueDecl *From = modelDeclOf(Value))
+      if (From != To)
+        Edges.push_back({canonical(From), canonical(To), Site});
+  }
+
+  // --- Which models are trained --------------------------------------------
+
+  /// Whether E is (or reaches, walking up through expressions) an
+  /// optimizer. A local initialised from it (`auto params =
+  /// model->parameters();`) is returned in Via for a second look.
+  bool reachesOptimizer(const Expr *E, const VarDecl *&Via) {
+    Via = nullptr;
+    DynTypedNode Node = DynTypedNode::create(*E);
+    for (int Depth = 0; Depth < 32; ++Depth) {
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty())
+        return false;
+      Node = Parents[0];
+      if (const auto *Parent = Node.get<Expr>()) {
+        if (isOptimizerType(Parent->getType()))
+          return true;
+        if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Parent))
+          if (const Expr *Object = Member->getImplicitObjectArgument())
+            if (isOptimizerType(Object->getType()))
+              return true; // add_param_group
+        continue;
+      }
+      if (const auto *Var = Node.get<VarDecl>()) {
+        if (isOptimizerType(Var->getType()))
+          return true;
+        Via = Var;
+        return false;
+      }
+      return false;
+    }
+    return false;
+  }
+
+  void collectRoots() {
+    Roots.clear();
+    for (const CXXMemberCallExpr *Call : ParamCalls) {
+      const ValueDecl *Model = modelDeclOf(Call->getImplicitObjectArgument());
+      if (!Model)
+        continue;
+      const VarDecl *Via = nullptr;
+      bool Trained = reachesOptimizer(Call, Via);
+      if (!Trained && Via)
+        for (const DeclRefExpr *Ref : VarRefs) {
+          const VarDecl *Unused = nullptr;
+          if (Ref->getDecl() == Via && reachesOptimizer(Ref, Unused)) {
+            Trained = true;
+            break;
+          }
+        }
+      if (!Trained)
+        continue;
+      Model = canonical(Model);
+      bool Known = false;
+      for (const Root &R : Roots)
+        Known |= R.Decl == Model;
+      if (!Known)
+        Roots.push_back({Model, Call});
+    }
+  }
+
+  /// Decls the model reaches through calls and copies (Forward) or that
+  /// reach it (backward).
+  std::vector<const ValueDecl *> reachable(const ValueDecl *From,
+                                           bool Forward) const {
+    std::vector<const ValueDecl *> Seen{From};
+    for (size_t I = 0; I < Seen.size() && Seen.size() < 64; ++I)
+      for (const Edge &E : Edges) {
+        const ValueDecl *Next = nullptr;
+        if (Forward && E.From == Seen[I])
+          Next = E.To;
+        else if (!Forward && E.To == Seen[I])
+          Next = E.From;
+        if (Next && std::find(Seen.begin(), Seen.end(), Next) == Seen.end())
+          Seen.push_back(Next);
+      }
+    return Seen;
+  }
+
+  bool isWrapped(const ValueDecl *Model) const {
+    for (bool Forward : {true, false})
+      for (const ValueDecl *Decl : reachable(Model, Forward))
+        if (Wrapped.count(Decl))
+          return true;
+    return false;
+  }
+
+  std::vector<const CXXMemberCallExpr *>
+  placementsOf(const ValueDecl *Decl) const {
+    std::vector<const CXXMemberCallExpr *> Found;
+    for (const CXXMemberCallExpr *Call : Placements)
+      if (const ValueDecl *Target =
+              modelDeclOf(Call->getImplicitObjectArgument()))
+        if (canonical(Target) == Decl)
+          Found.push_back(Call);
+    return Found;
+  }
+
+  /// A hand-over at Site after a loop that follows Optimizer, e.g. a trained
+  /// model given to an evaluation class after training: not where it is
+  /// placed for training.
+  bool afterTraining(const Expr *Site, const Expr *Optimizer) const {
+    const SourceManager &SM = Context->getSourceManager();
+    if (!Site)
+      return false;
+    SourceLocation At = SM.getExpansionLoc(Site->getBeginLoc());
+    SourceLocation Trained = SM.getExpansionLoc(Optimizer->getBeginLoc());
+    if (SM.getFileID(At) != SM.getFileID(Trained) ||
+        !SM.isBeforeInTranslationUnit(Trained, At))
+      return false;
+    for (SourceRange Loop : Loops) {
+      SourceLocation Begin = SM.getExpansionLoc(Loop.getBegin());
+      SourceLocation End = SM.getExpansionLoc(Loop.getEnd());
+      if (SM.isBeforeInTranslationUnit(Trained, Begin) &&
+          SM.isBeforeInTranslationUnit(End, At))
+        return true;
+    }
+    return false;
+  }
+
+  bool before(const Stmt *A, const Stmt *B) const {
+    const SourceManager &SM = Context->getSourceManager();
+    return SM.isBeforeInTranslationUnit(SM.getExpansionLoc(A->getBeginLoc()),
+                                        SM.getExpansionLoc(B->getBeginLoc()));
+  }
+
+  void decide() {
+    std::vector<std::pair<const Root *, Wrap>> Direct;
+    std::vector<std::pair<const CXXMemberCallExpr *, const Root *>> ViaAlias;
+    for (const Root &R : Roots) {
+      if (isWrapped(R.Decl))
+        continue;
+      std::vector<const CXXMemberCallExpr *> Own = placementsOf(R.Decl);
+      if (!Own.empty()) {
+        const CXXMemberCallExpr *First = Own.front();
+        for (const CXXMemberCallExpr *Call : Own)
+          if (before(Call, First))
+            First = Call;
+        Direct.push_back({&R, {First, false}});
+        continue;
+      }
+      // No placement of its own: where it was handed to (a helper's
+      // parameter, a member), before training.
+      std::vector<const CXXMemberCallExpr *> Found;
+      std::vector<const ValueDecl *> Seen{R.Decl};
+      for (size_t I = 0; I < Seen.size() && Seen.size() < 64; ++I)
+        for (const Edge &E : Edges) {
+          if (E.From != Seen[I] ||
+              std::find(Seen.begin(), Seen.end(), E.To) != Seen.end())
+            continue;
+          if (I == 0 && afterTraining(E.Site, R.Site))
+            continue;
+          Seen.push_back(E.To);
+          for (const CXXMemberCallExpr *Call : placementsOf(E.To))
+            if (std::find(Found.begin(), Found.end(), Call) == Found.end())
+              Found.push_back(Call);
+        }
+      const FunctionDecl *HandedTo = nullptr;
+      for (const OpaqueCall &Call : Opaque)
+        if (Call.Model == R.Decl && !afterTraining(Call.Site, R.Site))
+          HandedTo = Call.Callee;
+      if (Found.empty() && HandedTo) {
+        reportAt(R.Site,
+                 "trained model '" + R.Decl->getName().str() +
+                     "' is handed to '" + HandedTo->getNameAsString() +
+                     "', whose body ddpify does not read (outside the "
+                     "project root); if it places the model, wrap the model "
+                     "by hand right after that call: "
+                     "ddp::DistributedDataParallel " +
+                     R.Decl->getName().str() + "_ddp(" +
+                     R.Decl->getName().str() + ");");
+        continue;
+      }
+      if (Found.empty()) {
+        reportAt(R.Site, "'" + R.Decl->getName().str() +
+                             "' is trained by an optimizer but ddpify found "
+                             "no placement of it on the device (.to(device)) "
+                             "to wrap it after; place it and wrap it by hand: "
+                             "ddp::DistributedDataParallel " +
+                             R.Decl->getName().str() + "_ddp(" +
+                             R.Decl->getName().str() + ");");
+        continue;
+      }
+      for (const CXXMemberCallExpr *Call : Found)
+        ViaAlias.push_back({Call, &R});
+    }
+    // A model that also reaches a helper wrapping with ddp::distribute is
+    // wrapped with ddp::distribute too: two wrappers on one module would be
+    // an error at run time, two distribute calls are one wrapper.
+    for (auto &[Owner, W] : Direct)
+      for (const ValueDecl *Alias : reachable(Owner->Decl, /*Forward=*/true))
+        for (const auto &[Call, Unused] : ViaAlias)
+          if (const ValueDecl *Target =
+                  modelDeclOf(Call->getImplicitObjectArgument()))
+            if (canonical(Target) == Alias)
+              W.Distribute = true;
+    std::set<const CXXMemberCallExpr *> Done;
+    for (auto &[Owner, W] : Direct)
+      if (Done.insert(W.Placement).second)
+        wrapAfter(W.Placement, Owner->Decl, W.Distribute, *Owner);
+    for (const auto &[Call, Owner] : ViaAlias)
+      if (Done.insert(Call).second)
+        wrapAfter(Call,
+                  canonical(modelDeclOf(Call->getImplicitObjectArgument())),
+                  /*ForceDistribute=*/true, *Owner);
+  }
+
+  // --- The wrap point ------------------------------------------------------
+
+  void reportAt(const Stmt *Site, const std::string &Reason) {
+    Finding F = Locator.make(*Context, Site->getSourceRange(), "R6", "",
+                             FindingForm::ReportOnly);
+    if (F.FilePath.empty())
+      return;
+    F.InMacro = false;
+    F.MacroName.clear();
+    F.ReportId = "model-not-wrapped";
+    F.NotRewrittenReason = Reason;
+    F.Message = Reason;
+    Findings.push_back(std::move(F));
+  }
+
+  std::string text(SourceRange Range) const {
+    return Lexer::getSourceText(CharSourceRange::getTokenRange(Range),
+                                Context->getSourceManager(),
+                                Context->getLangOpts())
+        .str();
+  }
+
+  /// The object a placement is called on, as the wrapper takes it: `model`
+  /// in `model->to(d)` (holder, shared_ptr) and `model.to(d)`, `*net` for a
+  /// raw pointer `net->to(d)` (the runtime's reference constructor).
+  std::string objectText(const CXXMemberCallExpr *Call) const {
+    const auto *Callee =
+        dyn_cast<MemberExpr>(Call->getCallee()->IgnoreParens());
+    if (!Callee)
+      return "";
+    const Expr *Base = Callee->getBase()->IgnoreImpCasts();
+    bool RawPointer = Callee->isArrow();
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Base))
+      if (Op->getOperator() == OO_Arrow && Op->getNumArgs() == 1) {
+        Base = Op->getArg(0);
+        RawPointer = false;
+      }
+    Base = Base->IgnoreImpCasts();
+    std::string Text = text(Base->getSourceRange());
+    if (!RawPointer || Text.empty())
+      return Text;
+    bool Simple =
+        isa<DeclRefExpr>(Base) || isa<MemberExpr>(Base) || isa<ParenExpr>(Base);
+    return Simple ? "*" + Text : "*(" + Text + ")";
+  }
+
+  /// Wraps Model (Owner's model itself, or where Owner's model was handed
+  /// to) after its placement Call, or reports why not.
+  void wrapAfter(const CXXMemberCallExpr *Call, const ValueDecl *Model,
+                 bool ForceDistribute, const Root &Owner) {
+    const SourceManager &SM = Context->getSourceManager();
+    std::string Name = Model ? Model->getName().str() : "the model";
+    std::string How = "; wrap it by hand right after its placement (ddp::"
+                      "DistributedDataParallel for a local, ddp::distribute "
+                      "otherwise)";
+    if (Call->getBeginLoc().isMacroID() || Call->getEndLoc().isMacroID()) {
+      std::string Macro = std::string(Lexer::getImmediateMacroName(
+          Call->getBeginLoc().isMacroID() ? Call->getBeginLoc()
+                                          : Call->getEndLoc(),
+          SM, Context->getLangOpts()));
+      reportAt(Call, "the placement of trained model '" + Name +
+                         "' is inside the expansion of macro '" + Macro + "'" +
+                         How);
+      return;
+    }
+    Finding F = Locator.make(*Context, Call->getSourceRange(), "R6", "",
+                             FindingForm::ModelWrap);
+    if (F.FilePath.empty()) {
+      // Placed in a file ddpify does not edit: report at its optimizer.
+      reportAt(
+          Owner.Site,
+          "trained model '" + Owner.Decl->getName().str() + "' is placed in " +
+              SM.getFilename(SM.getExpansionLoc(Call->getBeginLoc())).str() +
+              ", which ddpify does not edit" + How);
+      return;
+    }
+    // The statement holding the placement must be one of a block's.
+    const Stmt *Statement = Call;
+    const CompoundStmt *Block = nullptr;
+    DynTypedNode Node = DynTypedNode::create(*Call);
+    while (true) {
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty())
+        break;
+      Node = Parents[0];
+      if (const auto *Parent = Node.get<Expr>()) {
+        Statement = Parent;
+        continue;
+      }
+      Block = Node.get<CompoundStmt>();
+      break;
+    }
+    if (!Block) {
+      reportAt(Call, "the placement of trained model '" + Name +
+                         "' is not a statement of its own in a block (a "
+                         "branch without braces, part of an expression)" +
+                         How);
+      return;
+    }
+    // A local declared in this very block gets a named wrapper; anything
+    // else (a parameter, a member, a global, a nested block) lasts beyond
+    // the block: ddp::distribute.
+    const auto *Local = dyn_cast_or_null<VarDecl>(Model);
+    bool IsLocal = Local && !isa<ParmVarDecl>(Local) &&
+                   Local->hasLocalStorage() && !Local->isStaticLocal();
+    const CompoundStmt *DeclBlock = nullptr;
+    if (IsLocal) {
+      DynTypedNodeList Parents = Context->getParents(*Local);
+      if (!Parents.empty())
+        if (const auto *Decls = Parents[0].get<DeclStmt>()) {
+          DynTypedNodeList Up = Context->getParents(*Decls);
+          if (!Up.empty())
+            DeclBlock = Up[0].get<CompoundStmt>();
+        }
+    }
+    // Loops and lambdas between the placement and the model's scope (or the
+    // function's body).
+    Node = DynTypedNode::create(*Block);
+    const Stmt *Crossed = nullptr;
+    while (!(DeclBlock && Node.get<CompoundStmt>() == DeclBlock)) {
+      if (const auto *S = Node.get<Stmt>())
+        if (isLoop(S) || isa<LambdaExpr>(S)) {
+          Crossed = S;
+          break;
+        }
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty() || Parents[0].get<FunctionDecl>())
+        break;
+      Node = Parents[0];
+    }
+    if (Crossed) {
+      reportAt(Call, "trained model '" + Name + "' is placed inside " +
+                         (isa<LambdaExpr>(Crossed) ? "a lambda" : "a loop") +
+                         ", where a wrapper would be built again every "
+                         "time" +
+                         How);
+      return;
+    }
+    bool Distribute = ForceDistribute || !IsLocal || Block != DeclBlock;
+    std::string Object = objectText(Call);
+    if (Object.empty()) {
+      reportAt(Call, "the placement of trained model '" + Name +
+                         "' is not written as 'model->to(...)' or "
+                         "'model.to(...)'" +
+                         How);
+      return;
+    }
+    // After the statement's `;`, on a line of its own.
+    SourceLocation AfterSemi = Lexer::findLocationAfterToken(
+        Statement->getEndLoc(), tok::semi, SM, Context->getLangOpts(),
+        /*SkipTrailingWhitespaceAndNewLine=*/false);
+    unsigned Offset = 0;
+    if (AfterSemi.isInvalid() ||
+        !Locator.offsetIn(*Context, F, AfterSemi, Offset)) {
+      reportAt(Call, "the placement of trained model '" + Name +
+                         "' has no ';' where a wrap can follow" + How);
+      return;
+    }
+    bool Invalid = false;
+    llvm::StringRef Buffer =
+        SM.getBufferData(SM.getFileID(SM.getExpansionLoc(AfterSemi)), &Invalid);
+    if (Invalid)
+      return;
+    // The rest of the line: nothing or a `//` comment keeps it on this line.
+    size_t LineEnd = Buffer.find('\n', Offset);
+    if (LineEnd == llvm::StringRef::npos)
+      LineEnd = Buffer.size();
+    llvm::StringRef Rest = Buffer.slice(Offset, LineEnd).ltrim(" \t");
+    bool RestOfLineFree = Rest.empty() || Rest.starts_with("//");
+    size_t LineStart = Buffer.rfind('\n', Offset == 0 ? 0 : Offset - 1);
+    LineStart = LineStart == llvm::StringRef::npos ? 0 : LineStart + 1;
+    llvm::StringRef Line = Buffer.slice(LineStart, LineEnd);
+    std::string Indent =
+        Line.take_while([](char C) { return C == ' ' || C == '\t'; }).str();
+
+    std::string WrapperName;
+    if (!Distribute)
+      WrapperName = uniqueName(Local->getName().str() + "_ddp", Block);
+    F.Offset = RestOfLineFree ? (unsigned)LineEnd : Offset;
+    // Code after the `;` moves to its own line: its blanks go.
+    F.Length =
+        RestOfLineFree
+            ? 0
+            : (unsigned)(Buffer.slice(Offset, LineEnd).size() - Rest.size());
+    F.OwnLine = RestOfLineFree;
+    F.Indent = Indent;
+    F.Names = {Distribute ? "distribute" : "local", Object, WrapperName};
+    F.Message = "trained model '" + Name +
+                "' gets no gradient averaging across processes; " +
+                (Distribute ? "ddp::distribute(" + Object + ")"
+                            : "ddp::DistributedDataParallel " + WrapperName +
+                                  "(" + Object + ")") +
+                " after its placement wraps it";
+    Findings.push_back(std::move(F));
+  }
+
+  /// Base, or Base2, Base3, ... when a declaration of the function holding
+  /// Block already has that name.
+  std::string uniqueName(const std::string &Base, const CompoundStmt *Block) {
+    std::set<std::string> Taken;
+    DynTypedNode Node = DynTypedNode::create(*Block);
+    const Decl *Function = nullptr;
+    while (!Function) {
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty())
+        break;
+      Node = Parents[0];
+      if (Node.get<FunctionDecl>())
+        Function = Node.get<FunctionDecl>();
+    }
+    if (Function) {
+      NameCollector Visitor;
+      Visitor.Names = &Taken;
+      Visitor.TraverseDecl(const_cast<Decl *>(Function));
+    }
+    std::string Name = Base;
+    for (int I = 2; Taken.count(Name); ++I)
+      Name = Base + std::to_string(I);
+    return Name;
+  }
+
+  struct Edge {
+    const ValueDecl *From;
+    const ValueDecl *To;
+    const Expr *Site; ///< The call or copy; null for a member initialiser.
+  };
+
+  FindingList &Findings;
+  FindingLocator Locator;
+  ASTContext *Context = nullptr;
+  std::vector<const CXXMemberCallExpr *> ParamCalls;
+  std::vector<const CXXMemberCallExpr *> Placements;
+  std::set<const ValueDecl *> Wrapped;
+  std::vector<Edge> Edges;
+  std::vector<const DeclRefExpr *> VarRefs;
+  /// Models passed to a function whose body is not parsed.
+  struct OpaqueCall {
+    const ValueDecl *Model;
+    const FunctionDecl *Callee;
+    const Expr *Site;
+  };
+  std::vector<OpaqueCall> Opaque;
+  std::vector<SourceRange> Loops;
+  std::vector<Root> Roots;
+};
+
 class ModelMatchers : public MatcherModule, public MatchFinder::MatchCallback {
 public:
   ModelMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
-      : Findings(Findings), Locator(ProjectRoot) {}
+      : Findings(Findings), Locator(ProjectRoot), Wrap(Findings, ProjectRoot) {}
 
   void registerMatchers(MatchFinder &Finder) override {
+    Wrap.registerMatchers(Finder);
     Finder.addMatcher(
         typeLoc(loc(qualType(hasDeclaration(cxxRecordDecl(hasAnyName(
                     "::torch::nn::BatchNorm1d", "::torch::nn::BatchNorm2d",
@@ -127,6 +940,7 @@ private:
         Short.take_front(2).str() + "; test with as<torch::nn::BatchNorm" +
         Short.take_front(2).str() + ">() instead, which keeps matching";
     F.Message = F.NotRewrittenReason;
+    F.ReportId = "batchnorm-typeid";
     TUFindings.push_back(std::move(F));
   }
 
@@ -154,6 +968,7 @@ private:
   FindingLocator Locator;
   ASTContext *Context = nullptr;
   FindingList TUFindings;
+  WrapMatchers Wrap;
 };
 
 } // namespace

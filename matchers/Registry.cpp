@@ -1,10 +1,14 @@
 //===- Registry.cpp - The table of rules and lint checks ------------------===//
 
 #include "ddpify/Registry.h"
+#include "ddpify/DataMatchers.h"
 #include "ddpify/DeviceMatchers.h"
 #include "ddpify/EntryMatchers.h"
+#include "ddpify/FlowMatchers.h"
+#include "ddpify/MetricsMatchers.h"
 #include "ddpify/ModelMatchers.h"
 #include "ddpify/OutputMatchers.h"
+#include "ddpify/PlacementMatchers.h"
 
 namespace ddpify {
 
@@ -19,20 +23,39 @@ llvm::ArrayRef<RuleInfo> allRules() {
       {"R3", "ddp-cuda-call",
        ".cuda() and .to(torch::kCUDA) become .to(device) (or "
        ".to(ddp::device()))"},
+      {"R4", "ddp-unsharded-loader",
+       "torch::data::make_data_loader becomes ddp::make_data_loader (even "
+       "shards for loaders reaching backward, exact ones otherwise)"},
       {"R5", "ddp-unsynced-batchnorm",
        "torch::nn::BatchNorm{1,2,3}d becomes ddp::SyncBatchNorm{1,2,3}d"},
+      {"R6", "",
+       "a model placed on the device and trained gets a "
+       "ddp::DistributedDataParallel for as long as it lives"},
       {"R7", "ddp-unguarded-output",
        "statements writing to stdout are guarded by ddp::is_main_process()"},
       {"R8", "ddp-unguarded-save",
        "torch::save and checkpoint writes happen on the main process only"},
       {"R9", "", "#include <ddp/ddp.h> added once to each changed file"},
+      {"R10", "",
+       "CMakeLists.txt: find_package(ddpify REQUIRED) and ddpify::runtime "
+       "linked to targets whose sources changed"},
+      {"R11", "",
+       "sums and counts over a sharded validation loader are all-reduced "
+       "after the loop"},
+      {"", "ddp-device-mismatch",
+       "one operation mixes tensors placed on different devices"},
+      {"", "ddp-cpu-factory-in-forward",
+       "a tensor factory without a device inside a module's forward"},
+      {"", "ddp-divergent-exit",
+       "a loop exit or return decided by one rank's data (ranks diverge "
+       "and hang)"},
   };
   return Rules;
 }
 
 const RuleInfo *findRule(llvm::StringRef Name) {
   for (const RuleInfo &Rule : allRules())
-    if (Rule.RuleId == Name ||
+    if ((!Rule.RuleId.empty() && Rule.RuleId == Name) ||
         (!Rule.CheckName.empty() && Rule.CheckName == Name))
       return &Rule;
   return nullptr;
@@ -45,6 +68,10 @@ createMatcherModules(FindingList &Findings, llvm::StringRef ProjectRoot) {
   Modules.push_back(createDeviceMatchers(Findings, ProjectRoot));
   Modules.push_back(createModelMatchers(Findings, ProjectRoot));
   Modules.push_back(createOutputMatchers(Findings, ProjectRoot));
+  Modules.push_back(createDataMatchers(Findings, ProjectRoot));
+  Modules.push_back(createMetricsMatchers(Findings, ProjectRoot));
+  Modules.push_back(createFlowMatchers(Findings, ProjectRoot));
+  Modules.push_back(createPlacementMatchers(Findings, ProjectRoot));
   return Modules;
 }
 

@@ -19,8 +19,14 @@ std::vector<clang::tooling::Replacement> editsFor(const Finding &F) {
     return rewriteEntryFinding(F);
   if (F.RuleId == "R7" || F.RuleId == "R8")
     return rewriteGuardFinding(F);
-  if (F.RuleId == "R5")
+  if (F.RuleId == "R5" || F.RuleId == "R6")
     return rewriteModelFinding(F);
+  if (F.RuleId == "R4")
+    return rewriteDataFinding(F);
+  if (F.RuleId == "R11")
+    return rewriteMetricsFinding(F);
+  if (F.RuleId.empty())
+    return rewritePlacementFinding(F);
   return {};
 }
 

@@ -173,6 +173,39 @@ std::string helpUri(llvm::StringRef CheckName) {
 // Text
 //===--------------------------------------------------------------------===//
 
+/// The source line holding Offset and a caret (with `~` over Length bytes
+/// on that line) under it; returns the caret's indentation.
+std::string printSourceLine(llvm::StringRef Code, size_t Offset, size_t Length,
+                            llvm::raw_ostream &OS) {
+  size_t LineStart =
+      Offset == 0 ? llvm::StringRef::npos : Code.rfind('\n', Offset - 1);
+  LineStart = LineStart == llvm::StringRef::npos ? 0 : LineStart + 1;
+  size_t LineEnd = Code.find('\n', Offset);
+  llvm::StringRef Line = Code.slice(LineStart, LineEnd);
+  std::string Indent;
+  for (char C : Line.take_front(Offset - LineStart))
+    Indent += C == '\t' ? '\t' : ' ';
+  size_t Marked = std::max<size_t>(
+      1, std::min<size_t>(Length, Line.size() - (Offset - LineStart)));
+  OS << Line << "\n" << Indent;
+  OS.changeColor(llvm::raw_ostream::GREEN, true);
+  OS << "^" << std::string(Marked - 1, '~');
+  OS.resetColor();
+  OS << "\n";
+  return Indent;
+}
+
+void printNoteHeader(llvm::StringRef File, unsigned Line, unsigned Column,
+                     llvm::StringRef Message, llvm::raw_ostream &OS) {
+  OS.changeColor(llvm::raw_ostream::SAVEDCOLOR, true);
+  OS << File << ":" << Line << ":" << Column << ": ";
+  OS.changeColor(llvm::raw_ostream::BLACK, true) << "note: ";
+  OS.changeColor(llvm::raw_ostream::SAVEDCOLOR, true);
+  OS << Message;
+  OS.resetColor();
+  OS << "\n";
+}
+
 void printText(const std::vector<Reported> &Diags, SourceCache &Sources,
                llvm::raw_ostream &OS) {
   for (const Reported &R : Diags) {
@@ -190,38 +223,26 @@ void printText(const std::vector<Reported> &Diags, SourceCache &Sources,
     OS.resetColor();
     OS << "\n";
     llvm::StringRef Code = Sources.get(F.FilePath);
-    if (F.Offset > Code.size())
-      continue;
-    size_t LineStart = Code.rfind('\n', F.Offset);
-    LineStart = LineStart == llvm::StringRef::npos ? 0 : LineStart + 1;
-    size_t LineEnd = Code.find('\n', F.Offset);
-    llvm::StringRef Line = Code.slice(LineStart, LineEnd);
-    std::string Indent;
-    for (char C : Line.take_front(F.Offset - LineStart))
-      Indent += C == '\t' ? '\t' : ' ';
-    size_t Marked = std::max<size_t>(
-        1, std::min<size_t>(F.Length, Line.size() - (F.Offset - LineStart)));
-    OS << Line << "\n" << Indent;
-    OS.changeColor(llvm::raw_ostream::GREEN, true);
-    OS << "^" << std::string(Marked - 1, '~');
-    OS.resetColor();
-    OS << "\n";
-    if (R.Edit) {
-      OS << Indent;
-      OS.changeColor(llvm::raw_ostream::GREEN, false);
-      OS << R.Edit->getReplacementText();
-      OS.resetColor();
-      OS << "\n";
+    if (F.Offset <= Code.size()) {
+      std::string Indent = printSourceLine(Code, F.Offset, F.Length, OS);
+      if (R.Edit) {
+        OS << Indent;
+        OS.changeColor(llvm::raw_ostream::GREEN, false);
+        OS << R.Edit->getReplacementText();
+        OS.resetColor();
+        OS << "\n";
+      }
     }
-    if (F.InMacro && !F.MacroName.empty()) {
-      OS.changeColor(llvm::raw_ostream::SAVEDCOLOR, true);
-      OS << F.FilePath << ":" << F.Line << ":" << F.Column << ": ";
-      OS.changeColor(llvm::raw_ostream::BLACK, true) << "note: ";
-      OS.changeColor(llvm::raw_ostream::SAVEDCOLOR, true);
-      OS << "expanded from macro '" << F.MacroName
-         << "': code in macro expansions is never rewritten";
-      OS.resetColor();
-      OS << "\n";
+    if (F.InMacro && !F.MacroName.empty())
+      printNoteHeader(F.FilePath, F.Line, F.Column,
+                      "expanded from macro '" + F.MacroName +
+                          "': code in macro expansions is never rewritten",
+                      OS);
+    for (const FindingNote &Note : F.Notes) {
+      printNoteHeader(Note.FilePath, Note.Line, Note.Column, Note.Message, OS);
+      llvm::StringRef NoteCode = Sources.get(Note.FilePath);
+      if (Note.Offset <= NoteCode.size())
+        printSourceLine(NoteCode, Note.Offset, 1, OS);
     }
   }
 }
@@ -271,6 +292,17 @@ void printJson(const std::vector<Reported> &Diags, const PipelineResult &Result,
     };
     if (F.InMacro)
       Item["macro"] = F.MacroName;
+    llvm::json::Array Notes;
+    for (const FindingNote &Note : F.Notes)
+      Notes.push_back(llvm::json::Object{
+          {"file", Note.FilePath},
+          {"relativePath", relativeToRoot(Note.FilePath, Result.Root)},
+          {"line", Note.Line},
+          {"column", Note.Column},
+          {"offset", Note.Offset},
+          {"message", Note.Message},
+      });
+    Item["notes"] = std::move(Notes);
     Findings.push_back(std::move(Item));
   }
   llvm::json::Value Document = llvm::json::Object{
@@ -348,6 +380,28 @@ void printSarif(const std::vector<Reported> &Diags,
     auto Index = RuleIndex.find(F.CheckName);
     if (Index != RuleIndex.end())
       Item["ruleIndex"] = Index->second;
+    if (!F.Notes.empty()) {
+      llvm::json::Array Related;
+      for (const FindingNote &Note : F.Notes) {
+        llvm::json::Object NoteRegion =
+            sarifRegion(Sources.get(Note.FilePath), Note.Offset, 0);
+        NoteRegion["startLine"] = Note.Line;
+        NoteRegion["startColumn"] = Note.Column;
+        NoteRegion.erase("endLine");
+        NoteRegion.erase("endColumn");
+        NoteRegion.erase("charLength");
+        Related.push_back(llvm::json::Object{
+            {"id", static_cast<int64_t>(Related.size())},
+            {"message", llvm::json::Object{{"text", Note.Message}}},
+            {"physicalLocation",
+             llvm::json::Object{
+                 {"artifactLocation", sarifLocation(Note.FilePath, Result)},
+                 {"region", std::move(NoteRegion)},
+             }},
+        });
+      }
+      Item["relatedLocations"] = std::move(Related);
+    }
     if (R.Edit) {
       const clang::tooling::Replacement &Edit = *R.Edit;
       llvm::StringRef EditCode = Sources.get(Edit.getFilePath().str());
@@ -406,14 +460,27 @@ bool sameEdit(const clang::tooling::Replacement &A,
          A.getReplacementText() == B.getReplacementText();
 }
 
+/// Whether F's fix-it needs `#include <ddp/ddp.h>`: a migration rule's edit
+/// does (migrate adds it to every file it changes); a lint-only check's
+/// fix-it only when it names the runtime.
+bool needsRuntimeInclude(const Reported &R) {
+  return !R.F->RuleId.empty() || R.Edit->getReplacementText().contains("ddp::");
+}
+
 /// The edits migrate would make for the reported findings: their fix-its
-/// plus R9's include in each changed file.
+/// plus R9's include in each file a fix-it that needs it changes.
 llvm::Error collectEdits(const std::vector<Reported> &Diags, EditSet &Edits) {
   for (const Reported &R : Diags)
-    if (R.Edit)
+    if (R.Edit && needsRuntimeInclude(R))
       if (llvm::Error Err = Edits.add(*R.Edit))
         return Err;
-  return Edits.addRuntimeIncludes();
+  if (llvm::Error Err = Edits.addRuntimeIncludes())
+    return Err;
+  for (const Reported &R : Diags)
+    if (R.Edit && !needsRuntimeInclude(R))
+      if (llvm::Error Err = Edits.add(*R.Edit))
+        return Err;
+  return llvm::Error::success();
 }
 
 int exportFixes(const ToolOptions &Options, const LintOptions &LintOpts,
@@ -455,11 +522,17 @@ int exportFixes(const ToolOptions &Options, const LintOptions &LintOpts,
                    ExitError;
         }
     }
-    Document.Diagnostics.emplace_back(
-        F.CheckName, Message,
-        llvm::SmallVector<tooling::DiagnosticMessage, 1>{},
-        R.IsError ? tooling::Diagnostic::Error : tooling::Diagnostic::Warning,
-        BuildDir.str());
+    llvm::SmallVector<tooling::DiagnosticMessage, 1> Notes;
+    for (const FindingNote &Note : F.Notes) {
+      tooling::DiagnosticMessage NoteMessage(Note.Message);
+      NoteMessage.FilePath = Note.FilePath;
+      NoteMessage.FileOffset = Note.Offset;
+      Notes.push_back(std::move(NoteMessage));
+    }
+    Document.Diagnostics.emplace_back(F.CheckName, Message, Notes,
+                                      R.IsError ? tooling::Diagnostic::Error
+                                                : tooling::Diagnostic::Warning,
+                                      BuildDir.str());
   }
 
   std::error_code EC;

@@ -7,7 +7,6 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
-#include <map>
 
 namespace ddpify {
 namespace {
@@ -330,42 +329,9 @@ int printDiff(const PipelineResult &Result, llvm::raw_ostream &OS) {
   return Changed ? ExitFindings : ExitOk;
 }
 
-void printReport(const ToolOptions &Options, const PipelineResult &Result,
-                 bool Applied) {
-  std::map<std::string, unsigned> EditsPerRule;
-  std::vector<const Finding *> NotRewritten;
-  for (const Finding &F : Result.Findings) {
-    if (F.InMacro || !F.NotRewrittenReason.empty())
-      NotRewritten.push_back(&F);
-    else
-      ++EditsPerRule[F.RuleId];
-  }
-  if (!Options.Quiet && Applied) {
-    unsigned Includes = Result.Edits.includesAdded();
-    llvm::errs() << "ddpify: " << Result.Edits.files().size()
-                 << " file(s) changed";
-    for (const auto &[Rule, Count] : EditsPerRule)
-      llvm::errs() << ", " << Rule << ": " << Count;
-    if (Includes)
-      llvm::errs() << ", R9: " << Includes;
-    llvm::errs() << "\n";
-  }
-  if (NotRewritten.empty())
-    return;
-  llvm::errs() << "ddpify: not rewritten (" << NotRewritten.size()
-               << "), migrate by hand:\n";
-  for (const Finding *F : NotRewritten) {
-    llvm::errs() << "  " << relativeToRoot(F->FilePath, Result.Root) << ":"
-                 << F->Line << ": " << F->RuleId << " [" << F->CheckName
-                 << "]: ";
-    if (!F->InMacro) {
-      llvm::errs() << F->NotRewrittenReason << "\n";
-      continue;
-    }
-    llvm::errs() << "inside the expansion of macro"
-                 << (F->MacroName.empty() ? "" : " '" + F->MacroName + "'")
-                 << ": code in macro expansions is never rewritten\n";
-  }
+llvm::Expected<std::string> writeTemporaryBeside(llvm::StringRef Path,
+                                                 llvm::StringRef Content) {
+  return writeTemporary(Path, Content);
 }
 
 } // namespace ddpify

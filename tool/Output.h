@@ -16,13 +16,13 @@ int printDiff(const PipelineResult &Result, llvm::raw_ostream &OS);
 
 /// `lint` lives in Lint.h (runLint); --fix writes through writeMigration.
 
-/// The end-of-run summary on stderr: edit counts (unless Quiet) and every
-/// finding that was reported instead of rewritten (always).
-/// \p Applied: whether the edits reached the files (false after a failed
-/// migrate write, when the per-rule counts would claim changes that never
-/// happened).
-void printReport(const ToolOptions &Options, const PipelineResult &Result,
-                 bool Applied = true);
+/// The end-of-run report (summary, items, --report) is in Report.h.
+
+/// Writes Content to a new temporary file beside Path (same folder, same
+/// permissions as Path if it exists) and returns the temporary's path; the
+/// caller renames it over Path, so Path is never half written.
+llvm::Expected<std::string> writeTemporaryBeside(llvm::StringRef Path,
+                                                 llvm::StringRef Content);
 
 /// A unified diff of one file with 3 lines of context; empty when equal.
 std::string unifiedDiff(llvm::StringRef RelativePath, llvm::StringRef Old,

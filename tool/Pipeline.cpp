@@ -1,12 +1,15 @@
 //===- Pipeline.cpp - compilation database -> Findings -> edits -----------===//
 
 #include "Pipeline.h"
+#include "HeaderCache.h"
+#include "Report.h"
 #include "ddpify/Registry.h"
 #include "ddpify/Rewriter.h"
 #include "clang/AST/ASTConsumer.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/Basic/DiagnosticOptions.h"
+#include "clang/Frontend/CompilerInstance.h"
 #include "clang/Frontend/FrontendAction.h"
 #include "clang/Frontend/TextDiagnosticPrinter.h"
 #include "clang/Tooling/ArgumentsAdjusters.h"
@@ -15,8 +18,12 @@
 #include "clang/Tooling/Tooling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
+#include <mutex>
 
 using namespace clang;
 using namespace clang::tooling;
@@ -24,12 +31,18 @@ using namespace clang::tooling;
 namespace ddpify {
 namespace {
 
+bool isUnder(llvm::StringRef Path, llvm::StringRef Dir) {
+  return Path.starts_with(Dir) &&
+         (Path.size() == Dir.size() || Dir.ends_with("/") ||
+          llvm::sys::path::is_separator(Path[Dir.size()]));
+}
+
 /// Prints compiler errors (and their notes) the way clang does, but not
 /// warnings: ddpify reports on the program, it does not compile it.
 class ErrorPrinter : public TextDiagnosticPrinter {
 public:
-  ErrorPrinter(DiagnosticOptions *Options)
-      : TextDiagnosticPrinter(llvm::errs(), Options) {}
+  ErrorPrinter(llvm::raw_ostream &OS, DiagnosticOptions *Options)
+      : TextDiagnosticPrinter(OS, Options) {}
 
   void HandleDiagnostic(DiagnosticsEngine::Level Level,
                         const Diagnostic &Info) override {
@@ -52,16 +65,45 @@ private:
 /// Runs the matchers over the user's code only: declarations in system
 /// headers (all of LibTorch and the standard library) are left out of the
 /// traversal and of the parent map, which would otherwise cost about as much
-/// as the parse.
+/// as the parse. Function bodies outside the project root are not even
+/// parsed: no matcher looks at them, and they are most of LibTorch's parse.
 class UserCodeConsumer : public ASTConsumer {
 public:
-  explicit UserCodeConsumer(std::unique_ptr<ASTConsumer> Matchers)
-      : Matchers(std::move(Matchers)) {}
+  UserCodeConsumer(std::unique_ptr<ASTConsumer> Matchers, llvm::StringRef Root)
+      : Matchers(std::move(Matchers)), Root(Root) {}
+
+  void Initialize(ASTContext &Context) override {
+    this->Context = &Context;
+    Matchers->Initialize(Context);
+  }
+
+  bool shouldSkipFunctionBody(Decl *D) override {
+    const SourceManager &SM = Context->getSourceManager();
+    SourceLocation Location = SM.getExpansionLoc(D->getLocation());
+    if (Location.isInvalid())
+      return false;
+    if (SM.isInSystemHeader(Location))
+      return true;
+    FileID File = SM.getFileID(Location);
+    auto Known = OutsideRoot.find(File);
+    if (Known != OutsideRoot.end())
+      return Known->second;
+    bool Outside = false;
+    if (OptionalFileEntryRef Entry = SM.getFileEntryRefForID(File)) {
+      llvm::SmallString<256> Real;
+      Outside = !SM.getFileManager().getVirtualFileSystem().getRealPath(
+                    Entry->getName(), Real) &&
+                !isUnder(Real, Root);
+    }
+    OutsideRoot[File] = Outside;
+    return Outside;
+  }
 
   void HandleTranslationUnit(ASTContext &Context) override {
     const SourceManager &SM = Context.getSourceManager();
     std::vector<Decl *> Scope;
-    for (Decl *D : Context.getTranslationUnitDecl()->decls()) {
+    // noload: what a precompiled header holds is LibTorch, never loaded.
+    for (Decl *D : Context.getTranslationUnitDecl()->noload_decls()) {
       SourceLocation Location = SM.getExpansionLoc(D->getLocation());
       if (Location.isValid() && SM.isInSystemHeader(Location))
         continue;
@@ -73,32 +115,39 @@ public:
 
 private:
   std::unique_ptr<ASTConsumer> Matchers;
+  std::string Root;
+  ASTContext *Context = nullptr;
+  llvm::DenseMap<FileID, bool> OutsideRoot;
 };
 
 class MatchUserCodeAction : public ASTFrontendAction {
 public:
-  explicit MatchUserCodeAction(ast_matchers::MatchFinder &Finder)
-      : Finder(Finder) {}
+  MatchUserCodeAction(ast_matchers::MatchFinder &Finder, llvm::StringRef Root)
+      : Finder(Finder), Root(Root) {}
 
-  std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &,
+  std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &Compiler,
                                                  llvm::StringRef) override {
-    return std::make_unique<UserCodeConsumer>(Finder.newASTConsumer());
+    // Read by ExecuteAction, after this: the consumer decides which bodies.
+    Compiler.getFrontendOpts().SkipFunctionBodies = true;
+    return std::make_unique<UserCodeConsumer>(Finder.newASTConsumer(), Root);
   }
 
 private:
   ast_matchers::MatchFinder &Finder;
+  std::string Root;
 };
 
 class MatchUserCodeFactory : public FrontendActionFactory {
 public:
-  explicit MatchUserCodeFactory(ast_matchers::MatchFinder &Finder)
-      : Finder(Finder) {}
+  MatchUserCodeFactory(ast_matchers::MatchFinder &Finder, llvm::StringRef Root)
+      : Finder(Finder), Root(Root) {}
   std::unique_ptr<FrontendAction> create() override {
-    return std::make_unique<MatchUserCodeAction>(Finder);
+    return std::make_unique<MatchUserCodeAction>(Finder, Root);
   }
 
 private:
   ast_matchers::MatchFinder &Finder;
+  std::string Root;
 };
 
 std::string absoluteRealPath(llvm::StringRef Path) {
@@ -106,12 +155,6 @@ std::string absoluteRealPath(llvm::StringRef Path) {
   if (llvm::sys::fs::real_path(Path, Real))
     return "";
   return Real.str().str();
-}
-
-bool isUnder(llvm::StringRef Path, llvm::StringRef Dir) {
-  return Path.starts_with(Dir) &&
-         (Path.size() == Dir.size() || Dir.ends_with("/") ||
-          llvm::sys::path::is_separator(Path[Dir.size()]));
 }
 
 /// The git top-level holding Path (a folder with .git), else Path's folder.
@@ -176,6 +219,161 @@ bool usesCxx20OrLater(const std::vector<std::string> &Arguments) {
   return Later;
 }
 
+/// Hands ClangTool the commands fetched up front: compilation databases are
+/// not safe to share between the worker threads.
+class PrefetchedDatabase : public CompilationDatabase {
+public:
+  PrefetchedDatabase(llvm::StringRef File, std::vector<CompileCommand> Commands)
+      : File(File), Commands(std::move(Commands)) {}
+  std::vector<CompileCommand>
+  getCompileCommands(llvm::StringRef FilePath) const override {
+    if (FilePath == File)
+      return Commands;
+    return {};
+  }
+  std::vector<std::string> getAllFiles() const override { return {File}; }
+
+private:
+  std::string File;
+  std::vector<CompileCommand> Commands;
+};
+
+/// What parsing one translation unit produced; merged in source order.
+struct UnitResult {
+  FindingList Findings;
+  std::string Errors; ///< Compiler errors and ddpify's own, as printed.
+  bool Failed = false;
+};
+
+/// Parses one translation unit with its own MatchFinder and matcher modules,
+/// so units can run on several threads.
+UnitResult parseUnit(const ToolOptions &Options, llvm::StringRef Root,
+                     const std::string &Source, llvm::StringRef ShownName,
+                     std::vector<CompileCommand> Commands) {
+  UnitResult Unit;
+  llvm::raw_string_ostream Errors(Unit.Errors);
+  if (Commands.empty()) {
+    Errors << "ddpify: error: no compile command for '" << Source
+           << "' in the compilation database\n";
+    Unit.Failed = true;
+    return Unit;
+  }
+  std::vector<std::string> Arguments = Commands.front().CommandLine;
+
+  clang::ast_matchers::MatchFinder Finder;
+  std::vector<std::unique_ptr<MatcherModule>> Modules =
+      createMatcherModules(Unit.Findings, Root);
+  for (auto &Module : Modules)
+    Module->registerMatchers(Finder);
+  MatchUserCodeFactory Factory(Finder, Root);
+
+  llvm::IntrusiveRefCntPtr<DiagnosticOptions> DiagOptions =
+      new DiagnosticOptions();
+  DiagOptions->ShowColors = false;
+  ErrorPrinter Diagnostics(Errors, DiagOptions.get());
+
+  PrefetchedDatabase Database(Source, std::move(Commands));
+  // A file system of its own: the real one shares the process's working
+  // directory, which ClangTool changes to the command's, so units on
+  // other threads would resolve relative paths against the wrong folder.
+  ClangTool Tool(Database, {Source}, std::make_shared<PCHContainerOperations>(),
+                 llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem>(
+                     llvm::vfs::createPhysicalFileSystem().release()));
+  Tool.setDiagnosticConsumer(&Diagnostics);
+  if (Tool.run(&Factory) == 0)
+    return Unit;
+
+  Unit.Failed = true;
+  Errors << "ddpify: error: '" << ShownName << "' does not parse\n";
+  Arguments.insert(Arguments.end(), Options.ExtraArgs.begin(),
+                   Options.ExtraArgs.end());
+  if (usesCxx20OrLater(Arguments))
+    Errors << "ddpify: note: it is compiled as C++20 or later, and "
+              "Clang cannot parse LibTorch 1.13's headers in that "
+              "mode; try --extra-arg=-std=c++17\n";
+  return Unit;
+}
+
+/// `[12/32] src/train.cpp` on one line of a terminal, rewritten in place;
+/// nothing at all when stderr is not a terminal.
+class Progress {
+public:
+  Progress(size_t Total, bool Enabled) : Total(Total), Enabled(Enabled) {}
+
+  void start(llvm::StringRef Name) {
+    if (!Enabled)
+      return;
+    std::lock_guard<std::mutex> Lock(Mutex);
+    Current = Name.str();
+    draw();
+  }
+  void finish() {
+    if (!Enabled)
+      return;
+    std::lock_guard<std::mutex> Lock(Mutex);
+    ++Done;
+    draw();
+  }
+  void clear() {
+    if (Enabled)
+      llvm::errs() << "\r\x1b[K";
+  }
+
+private:
+  void draw() {
+    llvm::errs() << "\r\x1b[K[" << Done << "/" << Total << "] " << Current;
+  }
+
+  size_t Total;
+  bool Enabled;
+  size_t Done = 0;
+  std::string Current;
+  std::mutex Mutex;
+};
+
+/// Where the header cache lives: --cache-dir, else $DDPIFY_CACHE_DIR, else
+/// `ddpify-cache` in the build folder holding compile_commands.json, but
+/// never in the user's tree (a database at the project root has no build
+/// folder: no cache then); empty for none.
+std::string cacheDirectory(const ToolOptions &Options, llvm::StringRef Root,
+                           llvm::StringRef FirstSource) {
+  if (Options.NoCache)
+    return "";
+  if (!Options.CacheDir.empty())
+    return Options.CacheDir;
+  if (std::optional<std::string> FromEnv =
+          llvm::sys::Process::GetEnv("DDPIFY_CACHE_DIR"))
+    if (!FromEnv->empty())
+      return *FromEnv;
+  if (Options.HasFixedArgs)
+    return "";
+  llvm::SmallString<256> Json;
+  if (!Options.BuildPath.empty()) {
+    Json = Options.BuildPath;
+    if (llvm::sys::path::filename(Json) != "compile_commands.json")
+      llvm::sys::path::append(Json, "compile_commands.json");
+  } else {
+    for (llvm::StringRef Dir = llvm::sys::path::parent_path(FirstSource);
+         !Dir.empty(); Dir = llvm::sys::path::parent_path(Dir)) {
+      llvm::SmallString<256> Candidate(Dir);
+      llvm::sys::path::append(Candidate, "compile_commands.json");
+      if (llvm::sys::fs::exists(Candidate)) {
+        Json = Candidate;
+        break;
+      }
+    }
+  }
+  std::string Real = absoluteRealPath(Json);
+  if (Real.empty())
+    return "";
+  llvm::StringRef BuildDir = llvm::sys::path::parent_path(Real);
+  if (BuildDir == Root || isUnder(Root, BuildDir))
+    return "";
+  llvm::SmallString<256> Cache(BuildDir);
+  llvm::sys::path::append(Cache, "ddpify-cache");
+  return Cache.str().str();
+}
+
 } // namespace
 
 int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
@@ -216,52 +414,86 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
     return ExitError;
   }
 
-  clang::ast_matchers::MatchFinder Finder;
-  std::vector<std::unique_ptr<MatcherModule>> Modules =
-      createMatcherModules(Result.Findings, Result.Root);
-  for (auto &Module : Modules)
-    Module->registerMatchers(Finder);
-  auto Factory = std::make_unique<MatchUserCodeFactory>(Finder);
+  // The database is not shared with the workers: each gets its commands,
+  // with the extra arguments already in.
+  std::vector<std::vector<CompileCommand>> Commands;
+  ArgumentsAdjuster Adjust = combineAdjusters(
+      combineAdjusters(getInsertArgumentAdjuster(Options.ExtraArgsBefore,
+                                                 ArgumentInsertPosition::BEGIN),
+                       getInsertArgumentAdjuster(Options.ExtraArgs,
+                                                 ArgumentInsertPosition::END)),
+      // ClangTool would look for builtin headers next to this binary.
+      getInsertArgumentAdjuster({"-resource-dir", Options.ResourceDir},
+                                ArgumentInsertPosition::BEGIN));
+  for (const std::string &Source : Sources) {
+    Commands.push_back(Database->getCompileCommands(Source));
+    for (CompileCommand &Command : Commands.back())
+      Command.CommandLine = Adjust(Command.CommandLine, Command.Filename);
+  }
 
-  llvm::IntrusiveRefCntPtr<DiagnosticOptions> DiagOptions =
-      new DiagnosticOptions();
-  DiagOptions->ShowColors = false;
-  ErrorPrinter Diagnostics(DiagOptions.get());
-
-  bool Failed = false;
-  for (size_t I = 0; I < Sources.size(); ++I) {
-    const std::string &Source = Sources[I];
-    if (!Options.Quiet)
-      llvm::errs() << "ddpify: [" << I + 1 << "/" << Sources.size()
-                   << "] parsing " << Options.Sources[I] << "\n";
-    ClangTool Tool(*Database, {Source});
-    Tool.setDiagnosticConsumer(&Diagnostics);
-    Tool.appendArgumentsAdjuster(getInsertArgumentAdjuster(
-        Options.ExtraArgsBefore, ArgumentInsertPosition::BEGIN));
-    Tool.appendArgumentsAdjuster(getInsertArgumentAdjuster(
-        Options.ExtraArgs, ArgumentInsertPosition::END));
-    // ClangTool would look for builtin headers next to this binary.
-    Tool.appendArgumentsAdjuster(getInsertArgumentAdjuster(
-        {"-resource-dir", Options.ResourceDir}, ArgumentInsertPosition::BEGIN));
-    int Status = Tool.run(Factory.get());
-    if (Status == 0)
-      continue;
-    Failed = true;
-    std::vector<CompileCommand> Commands = Database->getCompileCommands(Source);
-    if (Commands.empty()) {
-      llvm::errs() << "ddpify: error: no compile command for '" << Source
-                   << "' in the compilation database\n";
-      continue;
+  // A precompiled <torch/torch.h> for the units that start with it.
+  std::vector<std::vector<CompileCommand>> WithoutCache = Commands;
+  std::string CacheDir = cacheDirectory(Options, Result.Root, Sources.front());
+  if (!CacheDir.empty()) {
+    HeaderCache Cache(CacheDir);
+    for (size_t I = 0; I < Sources.size(); ++I) {
+      if (Commands[I].empty())
+        continue;
+      llvm::Expected<std::string> Code = readFile(Sources[I]);
+      if (!Code) {
+        llvm::consumeError(Code.takeError());
+        continue;
+      }
+      if (!startsWithTorchInclude(*Code))
+        continue;
+      std::string Pch = Cache.pchFor(Commands[I].front());
+      if (Pch.empty())
+        continue;
+      for (CompileCommand &Command : Commands[I])
+        Command.CommandLine = getInsertArgumentAdjuster(
+            {"-include-pch", Pch}, ArgumentInsertPosition::BEGIN)(
+            Command.CommandLine, Command.Filename);
     }
-    llvm::errs() << "ddpify: error: '" << Options.Sources[I]
-                 << "' does not parse\n";
-    std::vector<std::string> Arguments = Commands.front().CommandLine;
-    Arguments.insert(Arguments.end(), Options.ExtraArgs.begin(),
-                     Options.ExtraArgs.end());
-    if (usesCxx20OrLater(Arguments))
-      llvm::errs() << "ddpify: note: it is compiled as C++20 or later, and "
-                      "Clang cannot parse LibTorch 1.13's headers in that "
-                      "mode; try --extra-arg=-std=c++17\n";
+    if (Options.CacheTrace)
+      for (const std::string &Event : Cache.events())
+        llvm::errs() << "ddpify: cache: " << Event << "\n";
+  }
+
+  std::vector<UnitResult> Units(Sources.size());
+  unsigned Jobs = std::min<unsigned>(
+      llvm::hardware_concurrency(Options.Jobs).compute_thread_count(),
+      Sources.size());
+  Progress Bar(Sources.size(), !Options.Quiet && llvm::errs().is_displayed());
+  auto ParseOne = [&](size_t I) {
+    Bar.start(Options.Sources[I]);
+    Units[I] = parseUnit(Options, Result.Root, Sources[I], Options.Sources[I],
+                         Commands[I]);
+    // A unit that fails with the cached header gets a second chance
+    // without it, so the cache can only make a run faster.
+    if (Units[I].Failed && Commands[I] != WithoutCache[I])
+      Units[I] = parseUnit(Options, Result.Root, Sources[I], Options.Sources[I],
+                           WithoutCache[I]);
+    Bar.finish();
+  };
+  if (Jobs <= 1) {
+    for (size_t I = 0; I < Sources.size(); ++I)
+      ParseOne(I);
+  } else {
+    llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(Jobs));
+    for (size_t I = 0; I < Sources.size(); ++I)
+      Pool.async([&ParseOne, I] { ParseOne(I); });
+    Pool.wait();
+  }
+  Bar.clear();
+
+  // In source order, whatever order the workers finished in.
+  bool Failed = false;
+  for (UnitResult &Unit : Units) {
+    llvm::errs() << Unit.Errors;
+    Failed |= Unit.Failed;
+    Result.Findings.insert(Result.Findings.end(),
+                           std::make_move_iterator(Unit.Findings.begin()),
+                           std::make_move_iterator(Unit.Findings.end()));
   }
   if (Failed) {
     llvm::errs() << "ddpify: error: nothing written: "
@@ -277,6 +509,15 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
                                return A.sameSpot(B);
                              }),
                  Findings.end());
+  // Lint-only checks have no migration rule: migrate and diff neither apply
+  // their fix-its nor report them (report items carry a ReportId).
+  if (Options.RunMode != Mode::Lint)
+    Findings.erase(std::remove_if(Findings.begin(), Findings.end(),
+                                  [](const Finding &F) {
+                                    return F.RuleId.empty() &&
+                                           F.ReportId.empty();
+                                  }),
+                   Findings.end());
 
   for (const Finding &F : Findings)
     for (const Replacement &Edit : editsFor(F))
@@ -291,6 +532,9 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
                    << "\n";
       return ExitError;
     }
+  // R10 and the report items' comments (Report.cpp).
+  if (Options.RunMode != Mode::Lint)
+    return addBuildAndReportEdits(Options, Result);
   return ExitOk;
 }
 

@@ -25,18 +25,30 @@ struct ToolOptions {
   std::vector<std::string> ExtraArgs;
   std::vector<std::string> ExtraArgsBefore;
   bool Quiet = false;
+  /// Translation units parsed at once; 0: one per core.
+  unsigned Jobs = 0;
+  /// The header cache (HeaderCache.h): its folder (empty: the default) or
+  /// none at all; CacheTrace prints what it did.
+  std::string CacheDir;
+  bool NoCache = false;
+  bool CacheTrace = false;
   std::string Checks;
   /// Compiler arguments after `--`, when given.
   bool HasFixedArgs = false;
   std::vector<std::string> FixedArgs;
   /// Clang's builtin headers for this binary.
   std::string ResourceDir;
+  /// migrate/diff: --report, where the report is written as JSON.
+  std::string ReportPath;
 };
 
 struct PipelineResult {
   std::string Root; ///< Absolute, real path of the project root.
   FindingList Findings;
   EditSet Edits;
+  /// Lines the report prints after its items (e.g. R10 found no
+  /// CMakeLists.txt).
+  std::vector<std::string> Notes;
 };
 
 /// Parses every source, collects Findings and turns them into edits (plus R9

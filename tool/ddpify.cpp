@@ -8,6 +8,7 @@
 #include "Lint.h"
 #include "Output.h"
 #include "Pipeline.h"
+#include "Report.h"
 #include "ddpify/Registry.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -88,10 +89,37 @@ cl::opt<bool> ExitZero("exit-zero",
                        cl::desc("lint: exit 0 even when warnings are "
                                 "reported"),
                        cl::cat(DdpifyCategory));
+cl::opt<unsigned>
+    Jobs("j",
+         cl::desc("Translation units parsed in parallel (default: one per "
+                  "core); edits are merged per file as with -j 1"),
+         cl::init(0), cl::cat(DdpifyCategory));
+
+cl::opt<std::string> CacheDir(
+    "cache-dir",
+    cl::desc("Folder of the precompiled-header cache (default: "
+             "$DDPIFY_CACHE_DIR, else ddpify-cache in the build folder "
+             "holding compile_commands.json; never in the project tree)"),
+    cl::value_desc("dir"), cl::cat(DdpifyCategory));
+cl::opt<bool> NoCache("no-cache",
+                      cl::desc("Parse every file from scratch (no "
+                               "precompiled-header cache)"),
+                      cl::cat(DdpifyCategory));
+cl::opt<bool> CacheTrace("cache-trace",
+                         cl::desc("Print whether each precompiled header "
+                                  "was reused or built"),
+                         cl::cat(DdpifyCategory), cl::Hidden);
+
 cl::opt<bool> Quiet("quiet",
                     cl::desc("No progress or statistics on stderr (errors "
                              "and not-rewritten items are still shown)"),
                     cl::cat(DdpifyCategory));
+
+cl::opt<std::string>
+    ReportFile("report",
+               cl::desc("migrate, diff: also write the report (rule counts "
+                        "per file, items to migrate by hand) as JSON"),
+               cl::value_desc("file"), cl::cat(DdpifyCategory));
 
 const char Overview[] =
     "ddpify: turn a single-GPU LibTorch program into a multi-process DDP "
@@ -108,7 +136,8 @@ const char Overview[] =
 std::string rulesHelp() {
   std::string Text = "\nRules (lint check in brackets):\n";
   for (const RuleInfo &Rule : allRules()) {
-    Text += "  " + Rule.RuleId.str();
+    Text +=
+        "  " + (Rule.RuleId.empty() ? std::string("lint") : Rule.RuleId.str());
     if (!Rule.CheckName.empty())
       Text += " [" + Rule.CheckName.str() + "]";
     Text += ": " + Rule.Summary.str() + "\n";
@@ -234,8 +263,13 @@ int main(int argc, const char **argv) {
   Options.ExtraArgsBefore.assign(ExtraArgsBefore.begin(),
                                  ExtraArgsBefore.end());
   Options.Quiet = Quiet;
+  Options.Jobs = Jobs;
+  Options.CacheDir = CacheDir;
+  Options.NoCache = NoCache;
+  Options.CacheTrace = CacheTrace;
   Options.Checks = Checks;
   Options.ResourceDir = findResourceDir(argv[0]);
+  Options.ReportPath = ReportFile;
 
   if (Options.Sources.empty()) {
     errs() << "ddpify: error: no source files given\n";
@@ -259,6 +293,10 @@ int main(int argc, const char **argv) {
               "--export-fixes, --fix and --exit-zero only apply to lint\n";
     return ExitError;
   }
+  if (Options.RunMode == Mode::Lint && ReportFile.getNumOccurrences()) {
+    errs() << "ddpify: error: --report only applies to migrate and diff\n";
+    return ExitError;
+  }
   LintOpts.Format = Format;
   LintOpts.WarningsAsErrors = WarningsAsErrors;
   LintOpts.ExportFixes = ExportFixes;
@@ -270,17 +308,10 @@ int main(int argc, const char **argv) {
     return Status;
 
   switch (Options.RunMode) {
-  case Mode::Migrate: {
-    int Status = writeMigration(Options, Result);
-    printReport(Options, Result, /*Applied=*/Status != ExitError);
-    return Status;
-  }
-  case Mode::Diff: {
-    int Status = printDiff(Result, outs());
-    outs().flush();
-    printReport(Options, Result);
-    return Status;
-  }
+  case Mode::Migrate:
+    return migrateAndReport(Options, Result);
+  case Mode::Diff:
+    return diffAndReport(Options, Result, outs());
   case Mode::Lint:
     return runLint(Options, LintOpts, Result, outs());
   }

@@ -15,6 +15,9 @@
 #include <c10/util/strides.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -97,6 +100,12 @@ std::set<const torch::autograd::Node*>& registry() {
 
 class Reducer;
 
+// The test observer (ddp::testing) and the reducers it has not seen yet, so
+// that those still alive at exit (ddp::distribute's) are reported then.
+std::atomic<testing::WrapperObserver> wrapper_observer{nullptr};
+void track_reducer(Reducer* reducer);
+void untrack_reducer(Reducer* reducer);
+
 // Post hook on a parameter's AccumulateGrad node: runs after the incoming
 // gradient has been added to param.grad.
 class ReadyHook : public torch::autograd::FunctionPostHook {
@@ -122,9 +131,11 @@ public:
     }
     for (const auto& item : module.named_buffers(/*recurse=*/true)) {
       if (item.value().defined()) {
+        buffer_names_.push_back(item.key());
         buffers_.push_back(item.value());
       }
     }
+    track_reducer(this);
     if (!ddp::is_distributed()) {
       return; // world size 1: a no-op wrapper
     }
@@ -142,7 +153,34 @@ public:
     install_hooks();
   }
 
-  ~Reducer() { remove_hooks(); }
+  ~Reducer() {
+    report_final_state();
+    untrack_reducer(this);
+    remove_hooks();
+  }
+
+  // Hands the final parameters and buffers to the test observer, once.
+  void report_final_state() noexcept {
+    const auto observer = wrapper_observer.load();
+    if (observer == nullptr || reported_.exchange(true)) {
+      return;
+    }
+    try {
+      testing::WrapperState state;
+      state.rank = active() ? rank_ : ddp::rank();
+      state.active = active();
+      state.names = all_names_;
+      state.names.insert(state.names.end(), buffer_names_.begin(),
+                         buffer_names_.end());
+      state.tensors = all_params_;
+      state.tensors.insert(state.tensors.end(), buffers_.begin(),
+                           buffers_.end());
+      observer(state);
+    } catch (const std::exception& e) {
+      std::cerr << "ddp::testing: the wrapper observer failed: " << e.what()
+                << '\n';
+    }
+  }
 
   bool active() const { return static_cast<bool>(pg_); }
   // Whether `module` still holds exactly the parameters this reducer hooked.
@@ -596,7 +634,9 @@ private:
   int rank_ = 0;
   std::vector<std::string> all_names_;
   std::vector<torch::Tensor> all_params_;
+  std::vector<std::string> buffer_names_;
   std::vector<torch::Tensor> buffers_;
+  std::atomic<bool> reported_{false};
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
@@ -616,7 +656,46 @@ ReadyHook::operator()(const torch::autograd::variable_list& outputs,
   return outputs;
 }
 
+namespace {
+
+std::mutex& live_reducers_mutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
+std::set<Reducer*>& live_reducers() {
+  static auto* reducers = new std::set<Reducer*>;
+  return *reducers;
+}
+
+void report_live_reducers_at_exit() {
+  std::lock_guard<std::mutex> lock(live_reducers_mutex());
+  for (Reducer* reducer : live_reducers()) {
+    reducer->report_final_state();
+  }
+}
+
+} // namespace
+
+void track_reducer(Reducer* reducer) {
+  // Registered after LibTorch's statics exist, so it runs before they go.
+  static const bool at_exit = std::atexit(report_live_reducers_at_exit) == 0;
+  (void)at_exit;
+  std::lock_guard<std::mutex> lock(live_reducers_mutex());
+  live_reducers().insert(reducer);
+}
+
+void untrack_reducer(Reducer* reducer) {
+  std::lock_guard<std::mutex> lock(live_reducers_mutex());
+  live_reducers().erase(reducer);
+}
+
 } // namespace detail
+
+namespace testing {
+WrapperObserver set_wrapper_observer(WrapperObserver observer) {
+  return detail::wrapper_observer.exchange(observer);
+}
+} // namespace testing
 
 NoSyncGuard::NoSyncGuard(std::shared_ptr<detail::Reducer> reducer)
     : reducer_(std::move(reducer)) {

@@ -31,6 +31,12 @@ config.substitutions.append(
     ("%expect", "bash " + os.path.join(config.test_source_root, "Inputs", "expect-exit.sh")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.environment["LC_ALL"] = "C"
+# The ddpify CMake package of this build tree (R10-configure.test): only
+# written when the runtime is configured.
+ddpify_build_dir = getattr(config, "ddpify_build_dir", "")
+config.substitutions.append(("%package_build_dir", ddpify_build_dir))
+if ddpify_build_dir and os.path.exists(os.path.join(ddpify_build_dir, "ddpifyConfig.cmake")):
+    config.available_features.add("ddpify-package")
 
 # The immutable attribute (ext4 and friends) lets the root-run tests make a
 # file that cannot be written: see bad-input-unwritable.test.
@@ -40,3 +46,46 @@ with tempfile.NamedTemporaryFile(dir=config.test_exec_root) as probe:
     if subprocess.call(["chattr", "+i", probe.name], stderr=subprocess.DEVNULL) == 0:
         subprocess.call(["chattr", "-i", probe.name])
         config.available_features.add("chattr")
+
+# ddpify's precompiled-header cache (tool/HeaderCache.h) is on, shared by every
+# test; `lit --param cache=off` runs the whole suite without it.
+if lit_config.params.get("cache", "on") == "off":
+    config.environment["DDPIFY_CACHE_DIR"] = ""
+else:
+    config.environment["DDPIFY_CACHE_DIR"] = os.path.join(config.test_exec_root, "ddpify-cache")
+
+
+def syntax_check_pch():
+    """A precompiled <torch/torch.h> for %syntax_check (each check would
+    otherwise parse all of LibTorch), rebuilt when clang no longer accepts it
+    (a changed header or flag); None when it cannot be built."""
+    pch = os.path.join(config.test_exec_root, "syntax-check-torch.pch")
+    flags = compile_args.split()
+
+    def accepted():
+        return os.path.exists(pch) and subprocess.call(
+            [config.clangxx, "-fsyntax-only", *flags, "-include-pch", pch, "-x", "c++", "/dev/null"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
+
+    if accepted():
+        return pch
+    header = os.path.join(config.test_exec_root, "syntax-check-torch.hpp")
+    with open(header, "w") as f:
+        f.write("#include <torch/torch.h>\n")
+    temp = pch + ".tmp-%d" % os.getpid()
+    if subprocess.call([config.clangxx, *flags, "-x", "c++-header", header, "-o", temp],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) != 0:
+        return None
+    os.replace(temp, pch)
+    return pch if accepted() else None
+
+
+# The migrated program is checked with <torch/torch.h> precompiled in front:
+# the same meaning (it includes LibTorch itself, which is guarded), a fraction
+# of the time.
+if lit_config.params.get("cache", "on") != "off":
+    pch = syntax_check_pch()
+    if pch:
+        config.substitutions.insert(0, (
+            "%syntax_check",
+            config.clangxx + " -fsyntax-only " + compile_args + " -include-pch " + pch + " -I" + runtime_include))

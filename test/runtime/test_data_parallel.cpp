@@ -171,14 +171,22 @@ TEST(DataParallel, ThreeRanksMatchOneProcessWithGlobalBatch) {
 }
 
 // The three ways a program can hold its model.
-TEST(DataParallel, SharedPtrAndByValueModules) {
+TEST(DataParallel, SharedPtrByValueAndRawPointerModules) {
   ddp_test::run_ranks(2, [] {
     torch::manual_seed(7 + 100 * ddp::rank());
     auto shared = std::make_shared<ConvNetImpl>();
     torch::manual_seed(7 + 100 * ddp::rank());
     ConvNetImpl by_value;
+    torch::manual_seed(7 + 100 * ddp::rank());
+    auto owner = std::make_unique<ConvNetImpl>();
+    ConvNetImpl* raw = owner.get();
     ddp::DistributedDataParallel ddp_shared(shared);
     ddp::DistributedDataParallel ddp_value(by_value);
+    ddp::DistributedDataParallel ddp_raw(raw);
+    static_assert(
+        std::is_same<decltype(ddp_raw),
+                     ddp::DistributedDataParallel<ConvNetImpl>>::value);
+    EXPECT_EQ(&ddp_raw.module(), raw);
     static_assert(
         std::is_same<decltype(ddp_shared),
                      ddp::DistributedDataParallel<ConvNetImpl>>::value);
@@ -189,19 +197,24 @@ TEST(DataParallel, SharedPtrAndByValueModules) {
     EXPECT_EQ(ddp_shared.operator->(), shared.get());
     auto opt_shared = make_sgd(*shared);
     auto opt_value = make_sgd(by_value);
+    auto opt_raw = make_sgd(*raw);
     for (int step = 0; step < 2; ++step) {
       auto [x, y] = local_batch(step);
       opt_shared->zero_grad();
       opt_value->zero_grad();
+      opt_raw->zero_grad();
       // Through the wrapper's pass-through and through the module itself.
       torch::mse_loss(ddp_shared(x), y).backward();
       torch::mse_loss(by_value.forward(x), y).backward();
+      torch::mse_loss(raw->forward(x), y).backward();
       opt_shared->step();
       opt_value->step();
+      opt_raw->step();
     }
     auto ref = train_reference(2, ddp::world_size());
     expect_modules_close(*shared, *ref);
     expect_modules_close(by_value, *ref);
+    expect_modules_close(*raw, *ref);
   });
 }
 

@@ -42,6 +42,36 @@ enum class FindingForm {
   /// R5: the written name of a BatchNorm{1,2,3}d type (qualifier included);
   /// replaced by NewName.
   BatchNormType,
+  /// R4: the written callee `torch::data::make_data_loader` of a loader
+  /// construction (qualifier included, template arguments excluded);
+  /// replaced by NewName (`ddp::make_data_loader` or
+  /// `ddp::make_eval_data_loader`).
+  DataLoaderCall,
+  /// R6: Offset (Length 0) is where the wrap statement goes, right after the
+  /// model's placement; Names holds what the rewriter needs to spell it.
+  ModelWrap,
+  /// R11: Offset (Length 0) is right after a validation loop; Names holds the
+  /// accumulators to all-reduce there.
+  MetricReduce,
+  /// Only reported (ReportId, NotRewrittenReason), never edited; migrate
+  /// marks the spot with a `// ddpify: <id>: <reason>` comment.
+  ReportOnly,
+  /// A lint-only finding (a check with no migration rule); its fix-it, if
+  /// any, comes from the rewriter of its check.
+  LintOnly,
+  /// R10: an edit of a CMakeLists.txt, already made (FilePath, Line); only
+  /// counted in the report.
+  BuildFileEdit,
+};
+
+/// A secondary location of a diagnostic (lint prints it as a note), e.g.
+/// where an operand of a device mismatch got its placement.
+struct FindingNote {
+  std::string FilePath;
+  unsigned Offset = 0;
+  unsigned Line = 0;
+  unsigned Column = 0;
+  std::string Message;
 };
 
 struct Finding {
@@ -74,6 +104,14 @@ struct Finding {
   /// Set when the spot cannot be migrated safely: why (the report lists it;
   /// no edit is made), e.g. a typeid check on a BatchNorm type.
   std::string NotRewrittenReason;
+  /// The stable id of a report item (docs/report.md), e.g. "divergent-exit";
+  /// set with NotRewrittenReason. Migrate and diff list it in the report.
+  std::string ReportId;
+  /// What a rule's rewriter needs to spell its edit (R6: the model
+  /// expression and the wrapper's name; R11: the accumulators; ...).
+  std::vector<std::string> Names;
+  /// Notes lint prints after the warning.
+  std::vector<FindingNote> Notes;
   /// Set when the range comes from a macro expansion: such code is reported,
   /// never rewritten.
   bool InMacro = false;

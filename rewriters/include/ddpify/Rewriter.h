@@ -35,6 +35,27 @@ std::vector<clang::tooling::Replacement> rewriteGuardFinding(const Finding &F);
 /// R5 edits: a BatchNorm type name becomes its SyncBatchNorm.
 std::vector<clang::tooling::Replacement> rewriteModelFinding(const Finding &F);
 
+/// R6 edits share rewriteModelFinding (ModelRewriter.cpp).
+
+/// R4 edits: a loader construction's callee becomes ddp::make_data_loader or
+/// ddp::make_eval_data_loader. DataRewriter.cpp.
+std::vector<clang::tooling::Replacement> rewriteDataFinding(const Finding &F);
+
+/// R11 edits: the all-reduce of a validation loop's accumulators right after
+/// the loop. MetricsRewriter.cpp.
+std::vector<clang::tooling::Replacement>
+rewriteMetricsFinding(const Finding &F);
+
+/// Fix-its of the lint-only checks (no migration rule), e.g.
+/// ddp-cpu-factory-in-forward. PlacementRewriter.cpp.
+std::vector<clang::tooling::Replacement>
+rewritePlacementFinding(const Finding &F);
+
+/// The `// ddpify: <id>: <reason>` comment migrate and diff put above a
+/// report item (F.ReportId set); empty when it is already there.
+/// ReportRewriter.cpp.
+std::vector<clang::tooling::Replacement> reportCommentFor(const Finding &F);
+
 /// Every edit for F from whichever rewriter owns its rule (one or two: R1 may
 /// also add main's parameters, a braced R7/R8 guard closes after the
 /// statement); empty for a finding that is only reported (inside a macro

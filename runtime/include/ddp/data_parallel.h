@@ -167,7 +167,7 @@ public:
   explicit DistributedDataParallel(Impl* module,
                                    DistributedDataParallelOptions options = {})
       : DistributedDataParallel(
-            std::shared_ptr<M>(std::shared_ptr<M>(), checked(module)),
+            std::shared_ptr<M>(std::shared_ptr<M>(), &checked(module)),
             std::move(options)) {}
 
   M& module() const { return *module_; }
@@ -253,5 +253,31 @@ distribute(Impl* module, DistributedDataParallelOptions options = {}) {
   return distribute(static_cast<torch::nn::Module&>(*module),
                     std::move(options));
 }
+
+namespace testing {
+
+/// What a DistributedDataParallel wraps, as it stands when the wrapper ends.
+struct WrapperState {
+  /// ddp::rank() of this process (0 without a launcher).
+  int rank = 0;
+  /// Whether the wrapper communicated (world size > 1).
+  bool active = false;
+  /// Parameter names (named_parameters()), then buffer names
+  /// (named_buffers()), in registration order; `tensors` matches them.
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> tensors;
+};
+
+using WrapperObserver = void (*)(const WrapperState& state);
+
+/// Test hook, not for training code: `observer` is called with the wrapped
+/// module's final state when a wrapper ends (a DistributedDataParallel is
+/// destroyed; the wrappers of ddp::distribute() at exit), on every rank and
+/// at world size 1 too. The end-to-end tests hash every rank's parameters
+/// through it without touching the program under test. Returns the previous
+/// observer; nullptr removes it.
+WrapperObserver set_wrapper_observer(WrapperObserver observer);
+
+} // namespace testing
 
 } // namespace ddp

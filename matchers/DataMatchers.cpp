@@ -1,0 +1,701 @@
+//===- DataMatchers.cpp - R4: data loaders sharded across ranks -----------===//
+//
+// R4 finds every call of `torch::data::make_data_loader` (any overload: a
+// sampler template argument or none, a sampler object, DataLoaderOptions or a
+// bare batch size) and decides how its samples are split across ranks:
+//  - even (`ddp::make_data_loader`, padded so every rank runs the same number
+//    of batches) when the loader's batches reach a `backward()` call: the
+//    loader is iterated by a range-for (directly, or by a function of this
+//    project it is passed to) whose body calls `.backward()`, itself or
+//    through the functions and lambdas of the project it calls (two calls
+//    deep: a lambda calling a train step);
+//  - exact (`ddp::make_eval_data_loader`, no sample twice) when every
+//    iteration found is free of backward();
+//  - even plus a `loader-use-unknown` report item when the uses cannot be
+//    followed (stored in a member, passed to a function whose body is not
+//    visible, never iterated here): a rank running one batch fewer would hang
+//    the others, duplicated evaluation samples only skew a metric.
+// Report items instead of an edit: a sampler that is not torch's
+// RandomSampler / SequentialSampler (`custom-sampler`), a stateful dataset
+// (`stateful-dataset`), a loader whose type is written out where the new
+// loader type would not fit (`loader-type-written`). Loaders over a torch
+// Distributed*Sampler are already sharded and left alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddpify/DataMatchers.h"
+#include "ddpify/MatcherUtil.h"
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/DeclTemplate.h"
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/ParentMapContext.h"
+#include "clang/AST/StmtCXX.h"
+#include "clang/ASTMatchers/ASTMatchers.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include <set>
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+namespace ddpify {
+namespace {
+
+const char LoaderName[] = "torch::data::make_data_loader";
+
+/// E without the implicit nodes and parentheses Clang wraps around it.
+const Expr *strip(const Expr *E) {
+  while (E) {
+    const Expr *Next = E->IgnoreImplicit()->IgnoreParens();
+    if (Next == E)
+      return E;
+    E = Next;
+  }
+  return E;
+}
+
+/// Whether Record is, or derives from, a class named QualifiedName (a class
+/// template's specializations carry the template's name).
+bool isOrDerivesFrom(const CXXRecordDecl *Record, llvm::StringRef QualifiedName,
+                     int Depth = 0) {
+  if (!Record || Depth > 16)
+    return false;
+  if (Record->getQualifiedNameAsString() == QualifiedName)
+    return true;
+  if (!Record->hasDefinition())
+    return false;
+  for (const CXXBaseSpecifier &Base : Record->bases())
+    if (isOrDerivesFrom(Base.getType()->getAsCXXRecordDecl(), QualifiedName,
+                        Depth + 1))
+      return true;
+  return false;
+}
+
+const CXXRecordDecl *recordOf(QualType Type) {
+  if (Type.isNull() || Type->isDependentType())
+    return nullptr;
+  return Type.getNonReferenceType().getCanonicalType()->getAsCXXRecordDecl();
+}
+
+/// The type argument Index of a class template specialization.
+QualType templateTypeArgument(const CXXRecordDecl *Record, unsigned Index) {
+  const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(Record);
+  if (!Spec || Spec->getTemplateArgs().size() <= Index ||
+      Spec->getTemplateArgs()[Index].getKind() != TemplateArgument::Type)
+    return QualType();
+  return Spec->getTemplateArgs()[Index].getAsType();
+}
+
+/// Whether Sampler's batch request is an index vector, which
+/// ddp::DistributedSampler can split.
+bool producesIndexVectors(const CXXRecordDecl *Sampler, int Depth = 0) {
+  if (!Sampler || Depth > 16 || !Sampler->hasDefinition())
+    return false;
+  if (Sampler->getQualifiedNameAsString() == "torch::data::samplers::Sampler") {
+    const CXXRecordDecl *Request = recordOf(templateTypeArgument(Sampler, 0));
+    return Request && Request->getQualifiedNameAsString() == "std::vector";
+  }
+  for (const CXXBaseSpecifier &Base : Sampler->bases())
+    if (producesIndexVectors(Base.getType()->getAsCXXRecordDecl(), Depth + 1))
+      return true;
+  return false;
+}
+
+enum class SamplerKind { Standard, Distributed, Custom };
+
+SamplerKind classifySampler(const CXXRecordDecl *Sampler) {
+  if (!Sampler)
+    return SamplerKind::Standard; // Unknown here: torch's default.
+  std::string Name = Sampler->getQualifiedNameAsString();
+  if (Name == "torch::data::samplers::RandomSampler" ||
+      Name == "torch::data::samplers::SequentialSampler")
+    return SamplerKind::Standard;
+  if (isOrDerivesFrom(Sampler, "torch::data::samplers::DistributedSampler") ||
+      isOrDerivesFrom(Sampler, "ddp::DistributedSampler"))
+    return SamplerKind::Distributed;
+  return SamplerKind::Custom;
+}
+
+/// What the uses of a loader tell about its batches.
+struct LoaderUse {
+  bool Iterated = false;  ///< A range-for over it was found.
+  bool Backward = false;  ///< One of them reaches backward().
+  bool Unknown = false;   ///< A use that could not be followed.
+  std::string UnknownWhy; ///< The first such use, for the report.
+  bool TypeWritten = false;
+  std::string TypeWhere; ///< Where the loader's type is written out.
+
+  void unknown(std::string Why) {
+    if (!Unknown)
+      UnknownWhy = std::move(Why);
+    Unknown = true;
+  }
+  void merge(const LoaderUse &Other) {
+    Iterated |= Other.Iterated;
+    Backward |= Other.Backward;
+    if (Other.Unknown)
+      unknown(Other.UnknownWhy);
+    if (Other.TypeWritten && !TypeWritten) {
+      TypeWritten = true;
+      TypeWhere = Other.TypeWhere;
+    }
+  }
+};
+
+class DataMatchers : public MatcherModule, public MatchFinder::MatchCallback {
+public:
+  DataMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
+      : Findings(Findings), Locator(ProjectRoot) {}
+
+  void registerMatchers(MatchFinder &Finder) override {
+    // The written call once: in a template, the pattern (calls with
+    // dependent arguments stay unresolved there), never its instantiations.
+    Finder.addMatcher(
+        declRefExpr(to(functionDecl(hasName(std::string("::") + LoaderName))),
+                    unless(isInTemplateInstantiation()))
+            .bind("ref"),
+        this);
+    Finder.addMatcher(unresolvedLookupExpr().bind("unresolved"), this);
+  }
+
+  void onStartOfTranslationUnit() override {
+    Locator.reset();
+    Seen.clear();
+  }
+
+  void run(const MatchFinder::MatchResult &Result) override {
+    Context = Result.Context;
+    SourceLocation QualifierBegin, NameLoc;
+    const Expr *Callee = nullptr;
+    if (const auto *Ref = Result.Nodes.getNodeAs<DeclRefExpr>("ref")) {
+      Callee = Ref;
+      NameLoc = Ref->getLocation();
+      QualifierBegin = Ref->getQualifierLoc().getBeginLoc();
+    } else if (const auto *Lookup =
+                   Result.Nodes.getNodeAs<UnresolvedLookupExpr>("unresolved")) {
+      if (!namesLoaderFunction(Lookup))
+        return;
+      Callee = Lookup;
+      NameLoc = Lookup->getNameLoc();
+      QualifierBegin = Lookup->getQualifierLoc().getBeginLoc();
+    }
+    if (!Callee)
+      return;
+    const CallExpr *Call = enclosingCall(Callee);
+    if (!Call)
+      return; // Its address taken, or named in an unevaluated context.
+    SourceRange Range(QualifierBegin.isValid() ? QualifierBegin : NameLoc,
+                      NameLoc);
+    Finding F = Locator.make(*Context, Range, "R4", "ddp-unsharded-loader",
+                             FindingForm::DataLoaderCall);
+    if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
+      return;
+    handleCall(Call, std::move(F));
+  }
+
+private:
+  // --- The call and its types --------------------------------------------
+
+  static bool namesLoaderFunction(const UnresolvedLookupExpr *Lookup) {
+    if (Lookup->getName().getAsString() != "make_data_loader")
+      return false;
+    for (const NamedDecl *D : Lookup->decls()) {
+      const NamedDecl *Target = D->getUnderlyingDecl();
+      if (const auto *Template = dyn_cast<FunctionTemplateDecl>(Target))
+        Target = Template->getTemplatedDecl();
+      if (Target->getQualifiedNameAsString() == LoaderName)
+        return true;
+    }
+    return false;
+  }
+
+  /// The call whose callee is Callee (through its implicit decay).
+  const CallExpr *enclosingCall(const Expr *Callee) {
+    DynTypedNode Node = DynTypedNode::create(*Callee);
+    for (int Depth = 0; Depth < 3; ++Depth) {
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty())
+        return nullptr;
+      Node = Parents[0];
+      if (const auto *Call = Node.get<CallExpr>())
+        return strip(Call->getCallee()) == Callee ? Call : nullptr;
+      if (!Node.get<ImplicitCastExpr>())
+        return nullptr;
+    }
+    return nullptr;
+  }
+
+  void handleCall(const CallExpr *Call, Finding F) {
+    // The dataset and sampler types: from the resolved call's type
+    // (unique_ptr<StatelessDataLoader<Dataset, Sampler>> or
+    // unique_ptr<StatefulDataLoader<Dataset>>), else from what is written.
+    const CXXRecordDecl *Dataset = nullptr, *Sampler = nullptr;
+    bool Stateful = false;
+    const CXXRecordDecl *Loader =
+        recordOf(templateTypeArgument(recordOf(Call->getType()), 0));
+    if (Loader && Loader->getQualifiedNameAsString() ==
+                      "torch::data::StatefulDataLoader") {
+      Stateful = true;
+      Dataset = recordOf(templateTypeArgument(Loader, 0));
+    } else if (Loader && Loader->getQualifiedNameAsString() ==
+                             "torch::data::StatelessDataLoader") {
+      Dataset = recordOf(templateTypeArgument(Loader, 0));
+      Sampler = recordOf(templateTypeArgument(Loader, 1));
+    } else {
+      writtenTypes(Call, Dataset, Sampler);
+      Stateful = isOrDerivesFrom(Dataset, "torch::data::datasets::"
+                                          "StatefulDataset");
+    }
+
+    if (Stateful) {
+      std::string Name =
+          Dataset ? "'" + Dataset->getQualifiedNameAsString() + "' " : "";
+      report(std::move(F), "stateful-dataset",
+             "stateful dataset " + Name +
+                 "has no indices to shard (ddp::make_data_loader rejects "
+                 "it): keep torch::data::make_data_loader and split the data "
+                 "inside the dataset by ddp::rank() and ddp::world_size()");
+      return;
+    }
+    switch (classifySampler(Sampler)) {
+    case SamplerKind::Distributed:
+      return; // Already sharded.
+    case SamplerKind::Custom: {
+      std::string Name = Sampler->getQualifiedNameAsString();
+      if (producesIndexVectors(Sampler))
+        report(std::move(F), "custom-sampler",
+               "custom sampler '" + Name +
+                   "' is not sharded: if it yields the same indices on every "
+                   "rank (deterministic, or random from torch's default "
+                   "generator), use ddp::make_data_loader (training) or "
+                   "ddp::make_eval_data_loader (evaluation), which shard "
+                   "them; else split them inside it by ddp::rank() and "
+                   "ddp::world_size()");
+      else
+        report(std::move(F), "custom-sampler",
+               "sampler '" + Name +
+                   "' does not yield index vectors, so ddp cannot shard it: "
+                   "split the data inside the dataset or sampler by "
+                   "ddp::rank() and ddp::world_size()");
+      return;
+    }
+    case SamplerKind::Standard:
+      break;
+    }
+
+    LoaderUse Use = useOf(Call, /*Hops=*/0);
+    if (Use.TypeWritten) {
+      report(std::move(F), "loader-type-written",
+             "the loader's type is written out (" + Use.TypeWhere +
+                 ") and ddp::make_data_loader returns another one "
+                 "(std::unique_ptr<ddp::DistributedDataLoader<Dataset, "
+                 "Sampler>>): use auto or a template parameter there, then "
+                 "run ddpify again");
+      return;
+    }
+    bool Even = Use.Backward || Use.Unknown || !Use.Iterated;
+    if (!Use.Backward && !Use.Unknown && !Use.Iterated)
+      Use.unknown("it is never iterated here");
+    F.NewName = Even ? "ddp::make_data_loader" : "ddp::make_eval_data_loader";
+    if (Even)
+      F.Message = "data loader without a distributed sampler: every rank "
+                  "would train on the whole dataset; use "
+                  "'ddp::make_data_loader' (even shards: " +
+                  std::string(Use.Backward ? "its batches reach backward()"
+                                           : "where its batches go is not "
+                                             "known") +
+                  ")";
+    else
+      F.Message = "data loader without a distributed sampler: every rank "
+                  "would evaluate the whole dataset; use "
+                  "'ddp::make_eval_data_loader' (exact shards: its batches "
+                  "never reach backward())";
+    Finding Item = F;
+    Findings.push_back(std::move(F));
+    if (Use.Backward || !Use.Unknown)
+      return;
+    Item.Form = FindingForm::ReportOnly;
+    Item.NewName.clear();
+    report(std::move(Item), "loader-use-unknown",
+           "whether this loader's batches reach backward() is not known (" +
+               Use.UnknownWhy +
+               "): sharded evenly (padded, a few samples seen twice); if it "
+               "only evaluates, use ddp::make_eval_data_loader for exact "
+               "metrics");
+  }
+
+  void report(Finding F, llvm::StringRef Id, std::string Reason) {
+    F.Form = FindingForm::ReportOnly;
+    F.ReportId = Id.str();
+    F.NotRewrittenReason = Reason;
+    F.Message = std::move(Reason);
+    Findings.push_back(std::move(F));
+  }
+
+  /// The dataset and sampler types of a call left unresolved in a template:
+  /// a written sampler template argument or sampler object, the dataset
+  /// argument; null where dependent.
+  void writtenTypes(const CallExpr *Call, const CXXRecordDecl *&Dataset,
+                    const CXXRecordDecl *&Sampler) {
+    if (Call->getNumArgs() >= 1)
+      Dataset = recordOf(Call->getArg(0)->getType());
+    if (Call->getNumArgs() >= 2) {
+      const CXXRecordDecl *Second = recordOf(Call->getArg(1)->getType());
+      if (isOrDerivesFrom(Second, "torch::data::samplers::Sampler")) {
+        Sampler = Second;
+        return;
+      }
+    }
+    const auto *Lookup =
+        dyn_cast<UnresolvedLookupExpr>(strip(Call->getCallee()));
+    if (Lookup && Lookup->getNumTemplateArgs() >= 1 &&
+        Call->getNumArgs() <= 2) {
+      const TemplateArgument &First =
+          Lookup->getTemplateArgs()[0].getArgument();
+      if (First.getKind() == TemplateArgument::Type)
+        Sampler = recordOf(First.getAsType());
+    }
+  }
+
+  // --- Where the loader goes ---------------------------------------------
+
+  DynTypedNode parentOf(const DynTypedNode &Node) {
+    DynTypedNodeList Parents = Context->getParents(Node);
+    return Parents.empty() ? DynTypedNode() : Parents[0];
+  }
+
+  /// Whether Outer is Inner behind implicit nodes and parentheses.
+  static bool wraps(const Expr *Outer, const Expr *Inner) {
+    return strip(Outer) == strip(Inner);
+  }
+
+  /// `*E` (a unique_ptr's operator*, or a pointer dereference).
+  static bool isDerefOf(const Expr *Outer, const Expr *E) {
+    if (const auto *Unary = dyn_cast<UnaryOperator>(Outer))
+      return Unary->getOpcode() == UO_Deref && wraps(Unary->getSubExpr(), E);
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Outer))
+      return Op->getOperator() == OO_Star && Op->getNumArgs() == 1 &&
+             wraps(Op->getArg(0), E);
+    return false;
+  }
+
+  /// What happens to the loader E (the call itself, or a reference to a
+  /// variable holding it). Hops counts the functions already entered.
+  LoaderUse useOf(const Expr *E, int Hops) {
+    LoaderUse Use;
+    const Expr *Cur = E;
+    bool Dereferenced = false;
+    DynTypedNode Parent = parentOf(DynTypedNode::create(*Cur));
+    while (const auto *ParentExpr = Parent.get<Expr>()) {
+      if (wraps(ParentExpr, Cur)) {
+        Cur = ParentExpr;
+      } else if (!Dereferenced && isDerefOf(ParentExpr, Cur)) {
+        Cur = ParentExpr;
+        Dereferenced = true;
+      } else {
+        break;
+      }
+      Parent = parentOf(Parent);
+    }
+
+    // A range-for over it: `for (auto &batch : *loader)`.
+    if (const CXXForRangeStmt *For = rangeForOver(Cur, Parent)) {
+      Use.Iterated = true;
+      Use.Backward = reachesBackward(For->getBody(), /*CallDepth=*/2);
+      return Use;
+    }
+    if (const auto *Var = Parent.get<VarDecl>()) {
+      if (Var->getInit() && wraps(Var->getInit(), Cur))
+        return useOfVariable(Var, Hops);
+      Use.unknown("it is used in a way ddpify does not follow");
+      return Use;
+    }
+    const auto *ParentExpr = Parent.get<Expr>();
+    if (!ParentExpr) {
+      Use.unknown("it is used in a way ddpify does not follow");
+      return Use;
+    }
+    if (const auto *Member = dyn_cast<MemberExpr>(ParentExpr))
+      return memberUse(Member->getMemberDecl()->getNameAsString());
+    if (const auto *Member = dyn_cast<CXXDependentScopeMemberExpr>(ParentExpr))
+      return memberUse(Member->getMember().getAsString());
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(ParentExpr)) {
+      if (Op->getOperator() == OO_Arrow) {
+        // `loader->begin()`: the arrow's result may be cast to a base first.
+        DynTypedNode Above = parentOf(Parent);
+        while (Above.get<Expr>() && !Above.get<MemberExpr>() &&
+               wraps(Above.get<Expr>(), Op))
+          Above = parentOf(Above);
+        if (const auto *Member = Above.get<MemberExpr>())
+          return memberUse(Member->getMemberDecl()->getNameAsString());
+        Use.unknown("it is used in a way ddpify does not follow");
+        return Use;
+      }
+      if (Op->getOperator() == OO_Equal && Op->getNumArgs() == 2) {
+        if (wraps(Op->getArg(1), Cur))
+          return assignedTo(Op->getArg(0), Hops);
+        if (wraps(Op->getArg(0), Cur))
+          return Use; // Overwritten: the new loader is followed on its own.
+      }
+    }
+    if (const auto *Assign = dyn_cast<BinaryOperator>(ParentExpr)) {
+      if (Assign->getOpcode() == BO_Assign && wraps(Assign->getRHS(), Cur))
+        return assignedTo(Assign->getLHS(), Hops);
+      if (Assign->getOpcode() == BO_Assign && wraps(Assign->getLHS(), Cur))
+        return Use;
+    }
+    if (const auto *Call = dyn_cast<CallExpr>(ParentExpr))
+      return passedTo(Call, Cur, Hops);
+    Use.unknown("it is used in a way ddpify does not follow");
+    return Use;
+  }
+
+  /// The range-for whose range is Cur (Parent is Cur's parent: the for
+  /// itself, or the implicit `__range` variable's declaration).
+  const CXXForRangeStmt *rangeForOver(const Expr *Cur, DynTypedNode Parent) {
+    for (int Depth = 0; Depth < 3 && !Parent.getNodeKind().isNone(); ++Depth) {
+      if (const auto *For = Parent.get<CXXForRangeStmt>())
+        return For->getRangeInit() && wraps(For->getRangeInit(), Cur) ? For
+                                                                      : nullptr;
+      if (!Parent.get<VarDecl>() && !Parent.get<DeclStmt>())
+        return nullptr;
+      Parent = parentOf(Parent);
+    }
+    return nullptr;
+  }
+
+  LoaderUse memberUse(llvm::StringRef Name) {
+    LoaderUse Use;
+    // Iterating by hand, or the raw loader handed on: not followed.
+    if (Name == "begin" || Name == "end" || Name == "get" || Name == "release")
+      Use.unknown("its " + Name.str() + "() is used");
+    return Use;
+  }
+
+  LoaderUse assignedTo(const Expr *Target, int Hops) {
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(strip(Target)))
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+        if (Var->isLocalVarDecl())
+          return useOfVariable(Var, Hops, /*FromInit=*/false);
+    LoaderUse Use;
+    std::string Name;
+    if (const auto *Member = dyn_cast<MemberExpr>(strip(Target)))
+      Name = " '" + Member->getMemberDecl()->getNameAsString() + "'";
+    Use.unknown("it is stored in" + (Name.empty() ? " a member" : Name));
+    return Use;
+  }
+
+  /// Every use of a local variable (or parameter) holding the loader, or a
+  /// reference to it, in its function.
+  LoaderUse useOfVariable(const VarDecl *Var, int Hops, bool FromInit = true) {
+    LoaderUse Use;
+    if (FromInit && !isDeduced(Var->getTypeSourceInfo()) &&
+        mentionsLoaderType(Var->getType())) {
+      Use.TypeWritten = true;
+      Use.TypeWhere = "variable '" + Var->getNameAsString() + "'";
+    }
+    if (!Var->isLocalVarDecl() && !isa<ParmVarDecl>(Var)) {
+      Use.unknown("it is stored in '" + Var->getNameAsString() + "'");
+      return Use;
+    }
+    const auto *Function =
+        dyn_cast_or_null<FunctionDecl>(Var->getParentFunctionOrMethod());
+    const Stmt *Body = Function ? Function->getBody() : nullptr;
+    if (!Body) {
+      Use.unknown("it is held by '" + Var->getNameAsString() + "'");
+      return Use;
+    }
+    llvm::SmallVector<const DeclRefExpr *, 8> Refs;
+    llvm::SmallPtrSet<const Stmt *, 32> Visited;
+    collectRefs(Body, Var, Refs, Visited);
+    for (const DeclRefExpr *Ref : Refs)
+      Use.merge(useOf(Ref, Hops));
+    return Use;
+  }
+
+  static bool isDeduced(const TypeSourceInfo *Info) {
+    return !Info || Info->getType()->getContainedDeducedType() ||
+           Info->getType()->isDependentType();
+  }
+
+  static void collectRefs(const Stmt *S, const VarDecl *Var,
+                          llvm::SmallVectorImpl<const DeclRefExpr *> &Refs,
+                          llvm::SmallPtrSetImpl<const Stmt *> &Visited) {
+    if (!S || !Visited.insert(S).second)
+      return;
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
+      if (Ref->getDecl() == Var)
+        Refs.push_back(Ref);
+    if (const auto *Lambda = dyn_cast<LambdaExpr>(S))
+      collectRefs(Lambda->getBody(), Var, Refs, Visited);
+    for (const Stmt *Child : S->children())
+      collectRefs(Child, Var, Refs, Visited);
+  }
+
+  /// The loader passed as an argument of Call: followed into the callee's
+  /// body when it belongs to the project.
+  LoaderUse passedTo(const CallExpr *Call, const Expr *Arg, int Hops) {
+    LoaderUse Use;
+    unsigned Index = 0;
+    bool Found = false;
+    for (unsigned I = 0; I < Call->getNumArgs() && !Found; ++I)
+      if (Call->getArg(I) == Arg || wraps(Call->getArg(I), Arg)) {
+        Index = I;
+        Found = true;
+      }
+    if (!Found) {
+      Use.unknown("it is used in a way ddpify does not follow");
+      return Use;
+    }
+    const FunctionDecl *Callee = calleeOf(Call);
+    std::string Name =
+        Callee ? "'" + Callee->getNameAsString() + "'" : "a function";
+    if (Callee && isa<CXXOperatorCallExpr>(Call) &&
+        isa<CXXMethodDecl>(Callee) &&
+        !cast<CXXMethodDecl>(Callee)->isStatic()) {
+      // operator() of a lambda or functor: argument 0 is the object.
+      if (Index == 0) {
+        Use.unknown("it is used in a way ddpify does not follow");
+        return Use;
+      }
+      --Index;
+    }
+    const FunctionDecl *Definition = nullptr;
+    const Stmt *Body = Callee ? Callee->getBody(Definition) : nullptr;
+    if (!Body && Callee)
+      if (const FunctionDecl *Pattern =
+              Callee->getTemplateInstantiationPattern())
+        Body = Pattern->getBody(Definition);
+    if (!Body || !Definition || !isOurs(Definition->getLocation()) ||
+        Hops >= 2) {
+      Use.unknown("it is passed to " + Name +
+                  ", whose body ddpify does not "
+                  "follow");
+      return Use;
+    }
+    if (Index >= Definition->getNumParams()) {
+      Use.unknown("it is passed to " + Name + " through a parameter pack");
+      return Use;
+    }
+    // The parameter's type as written: a template parameter takes the new
+    // loader type, a written StatelessDataLoader type would not.
+    const FunctionDecl *Written = Definition;
+    if (const FunctionDecl *Pattern =
+            Definition->getTemplateInstantiationPattern())
+      Written = Pattern;
+    if (Index < Written->getNumParams()) {
+      QualType Type = Written->getParamDecl(Index)->getType();
+      if (!Type->isDependentType() && !Type->getContainedDeducedType() &&
+          mentionsLoaderType(Type)) {
+        Use.TypeWritten = true;
+        Use.TypeWhere = "parameter '" +
+                        Written->getParamDecl(Index)->getNameAsString() +
+                        "' of " + Name;
+      }
+    }
+    const ParmVarDecl *Param = Definition->getParamDecl(Index);
+    LoaderUse Inner = useOfVariable(Param, Hops + 1, /*FromInit=*/false);
+    if (!Inner.Iterated && !Inner.Unknown)
+      Inner.unknown("it is passed to " + Name + ", which does not iterate it");
+    Use.merge(Inner);
+    return Use;
+  }
+
+  /// A torch data loader type (or a unique_ptr of one) spelled out.
+  static bool mentionsLoaderType(QualType Type) {
+    const CXXRecordDecl *Record = recordOf(Type);
+    if (Record && Record->getQualifiedNameAsString() == "std::unique_ptr")
+      Record = recordOf(templateTypeArgument(Record, 0));
+    return Record && (isOrDerivesFrom(Record, "torch::data::DataLoaderBase"));
+  }
+
+  /// The function a call calls: resolved, the only candidate of an
+  /// unresolved name, or the call operator of a lambda held by a variable.
+  static const FunctionDecl *calleeOf(const CallExpr *Call) {
+    if (const FunctionDecl *Direct = Call->getDirectCallee())
+      return Direct;
+    const Expr *Callee = strip(Call->getCallee());
+    if (const auto *Lookup = dyn_cast<UnresolvedLookupExpr>(Callee)) {
+      if (Lookup->getNumDecls() != 1)
+        return nullptr;
+      const NamedDecl *Only = (*Lookup->decls_begin())->getUnderlyingDecl();
+      if (const auto *Template = dyn_cast<FunctionTemplateDecl>(Only))
+        return Template->getTemplatedDecl();
+      return dyn_cast<FunctionDecl>(Only);
+    }
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(Callee))
+      if (const CXXRecordDecl *Record = recordOf(Ref->getType()))
+        if (Record->isLambda())
+          return Record->getLambdaCallOperator();
+    return nullptr;
+  }
+
+  // --- Does a statement reach backward()? --------------------------------
+
+  /// Whether S calls `backward()` (a member such as Tensor::backward, or
+  /// torch::autograd::backward), itself or, CallDepth calls deep, through
+  /// the functions and lambdas of the project it calls.
+  bool reachesBackward(const Stmt *S, int CallDepth) {
+    llvm::SmallPtrSet<const Stmt *, 32> Visited;
+    return reachesBackward(S, CallDepth, Visited);
+  }
+
+  bool reachesBackward(const Stmt *S, int CallDepth,
+                       llvm::SmallPtrSetImpl<const Stmt *> &Visited) {
+    if (!S || !Visited.insert(S).second)
+      return false;
+    if (const auto *Member = dyn_cast<CXXDependentScopeMemberExpr>(S))
+      if (Member->getMember().getAsString() == "backward")
+        return true;
+    if (const auto *Member = dyn_cast<UnresolvedMemberExpr>(S))
+      if (Member->getName().getAsString() == "backward")
+        return true;
+    if (const auto *Lookup = dyn_cast<UnresolvedLookupExpr>(S))
+      if (Lookup->getName().getAsString() == "backward")
+        return true;
+    if (const auto *Call = dyn_cast<CallExpr>(S)) {
+      const FunctionDecl *Callee = calleeOf(Call);
+      if (Callee && Callee->getIdentifier() && Callee->getName() == "backward")
+        return true;
+      if (CallDepth > 0 && Callee) {
+        const FunctionDecl *Definition = nullptr;
+        const Stmt *Body = Callee->getBody(Definition);
+        if (!Body)
+          if (const FunctionDecl *Pattern =
+                  Callee->getTemplateInstantiationPattern())
+            Body = Pattern->getBody(Definition);
+        if (Body && Definition && isOurs(Definition->getLocation()) &&
+            reachesBackward(Body, CallDepth - 1, Visited))
+          return true;
+      }
+    }
+    if (const auto *Lambda = dyn_cast<LambdaExpr>(S))
+      if (reachesBackward(Lambda->getBody(), CallDepth, Visited))
+        return true;
+    for (const Stmt *Child : S->children())
+      if (reachesBackward(Child, CallDepth, Visited))
+        return true;
+    return false;
+  }
+
+  /// Code of the project (under the root, not a system header).
+  bool isOurs(SourceLocation Loc) {
+    return !Locator
+                .make(*Context, SourceRange(Loc, Loc), "", "",
+                      FindingForm::ReportOnly)
+                .FilePath.empty();
+  }
+
+  FindingList &Findings;
+  FindingLocator Locator;
+  ASTContext *Context = nullptr;
+  std::set<std::pair<std::string, unsigned>> Seen;
+};
+
+} // namespace
+
+std::unique_ptr<MatcherModule> createDataMatchers(FindingList &Findings,
+                                                  llvm::StringRef ProjectRoot) {
+  return std::make_unique<DataMatchers>(Findings, ProjectRoot);
+}
+
+} // namespace ddpify

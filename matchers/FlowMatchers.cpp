@@ -1,0 +1,581 @@
+//===- FlowMatchers.cpp - Control flow and data flow hazards of DDP -------===//
+//
+// Two report items that ddpify cannot migrate by itself:
+//
+// ddp-divergent-exit (report id `divergent-exit`): in a loop that trains (its
+// body, or a loop it nests in, calls backward()), a `break`, a `return` or
+// the loop's condition decided by a value only this rank computed: the
+// `.item()` of a tensor, or a local assigned from one (also through `if`s
+// that set a flag, and through the user's functions that return one), unless
+// it went through ddp::all_reduce / ddp::broadcast. The ranks would leave
+// the loop at different steps and the others hang in the next collective.
+// Sums R11 all-reduces after a validation loop count as reduced.
+//
+// non-torch-loader: a loop that calls backward() and whose data does not come
+// from a torch data loader (no range-for over one, here or around it): its
+// samples are not sharded, so every rank trains on the same ones.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddpify/FlowMatchers.h"
+#include "ddpify/MatcherUtil.h"
+#include "ddpify/MetricsMatchers.h"
+#include "clang/AST/DeclTemplate.h"
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/ParentMap.h"
+#include "clang/ASTMatchers/ASTMatchers.h"
+#include "clang/Basic/SourceManager.h"
+#include "clang/Lex/Lexer.h"
+#include "llvm/ADT/DenseSet.h"
+#include <functional>
+#include <map>
+#include <set>
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+namespace ddpify {
+namespace {
+
+const Expr *strip(const Expr *E) {
+  while (E) {
+    const Expr *Next = E->IgnoreImplicit()->IgnoreParens();
+    if (Next == E)
+      break;
+    E = Next;
+  }
+  return E;
+}
+
+const VarDecl *varOf(const Expr *E) {
+  E = strip(E);
+  if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(E))
+    return dyn_cast<VarDecl>(Ref->getDecl());
+  return nullptr;
+}
+
+bool isLoop(const Stmt *S) {
+  return isa<ForStmt, WhileStmt, DoStmt, CXXForRangeStmt>(S);
+}
+
+bool isTensorType(QualType T) {
+  const CXXRecordDecl *Record =
+      T.isNull() ? nullptr : T.getNonReferenceType()->getAsCXXRecordDecl();
+  if (!Record)
+    return false;
+  std::string Name = Record->getQualifiedNameAsString();
+  return Name == "at::Tensor" || Name == "at::TensorBase";
+}
+
+bool isItemCall(const Expr *E) {
+  const auto *Call = dyn_cast<CXXMemberCallExpr>(E);
+  const CXXMethodDecl *Method = Call ? Call->getMethodDecl() : nullptr;
+  return Method && Method->getIdentifier() && Method->getName() == "item" &&
+         isTensorType(QualType(Method->getParent()->getTypeForDecl(), 0));
+}
+
+bool containsCollective(const Stmt *S) {
+  if (!S)
+    return false;
+  if (const auto *Call = dyn_cast<CallExpr>(S))
+    if (isDdpCollective(Call))
+      return true;
+  for (const Stmt *Child : S->children())
+    if (containsCollective(Child))
+      return true;
+  return false;
+}
+
+bool userFunction(const SourceManager &SM, const FunctionDecl *Function,
+                  const FunctionDecl *&Definition) {
+  Definition = nullptr;
+  return Function && Function->hasBody(Definition) && Definition &&
+         !Definition->isDependentContext() &&
+         !SM.isInSystemHeader(Definition->getLocation());
+}
+
+/// Which values of a function are rank-local: computed from this rank's
+/// data and not yet combined across ranks.
+struct FunctionTaint {
+  llvm::DenseSet<const VarDecl *> Clean;
+  /// A rank-local variable, and the expression that made it so.
+  llvm::DenseMap<const VarDecl *, const Expr *> Tainted;
+  const Expr *ReturnCulprit = nullptr;
+};
+
+class TaintAnalyzer {
+public:
+  TaintAnalyzer(ASTContext &Context, TrainingOracle &Oracle)
+      : Context(Context), SM(Context.getSourceManager()), Oracle(Oracle) {}
+
+  const FunctionTaint &of(const FunctionDecl *Function) {
+    auto Known = Results.find(Function);
+    if (Known != Results.end())
+      return Known->second;
+    FunctionTaint &Result = Results[Function];
+    if (Depth > 4 || !Function->getBody())
+      return Result;
+    ++Depth;
+    compute(Function, Result);
+    --Depth;
+    return Results[Function];
+  }
+
+  /// The sub-expression of E that makes it rank-local, or nullptr.
+  const Expr *culprit(const FunctionTaint &Taint, const Expr *E) {
+    if (!E || isa<LambdaExpr>(E))
+      return nullptr;
+    if (const auto *Call = dyn_cast<CallExpr>(E)) {
+      if (isDdpCollective(Call))
+        return nullptr;
+      if (isItemCall(E)) {
+        const Expr *Object =
+            cast<CXXMemberCallExpr>(E)->getImplicitObjectArgument();
+        return objectIsClean(Taint, Object) ? nullptr : E;
+      }
+      const FunctionDecl *Definition = nullptr;
+      if (userFunction(SM, Call->getDirectCallee(), Definition) &&
+          of(Definition).ReturnCulprit)
+        return E;
+    }
+    if (const VarDecl *Var = varOf(E))
+      if (Taint.Tainted.count(Var))
+        return E;
+    for (const Stmt *Child : E->children())
+      if (const auto *ChildExpr = dyn_cast_or_null<Expr>(Child))
+        if (const Expr *Found = culprit(Taint, ChildExpr))
+          return Found;
+    return nullptr;
+  }
+
+  /// Follows a variable to the `.item()` (or call) that made it rank-local.
+  const Expr *origin(const FunctionTaint &Taint, const Expr *Culprit) {
+    for (int I = 0; I < 8 && Culprit; ++I) {
+      const VarDecl *Var = varOf(Culprit);
+      auto Found = Var ? Taint.Tainted.find(Var) : Taint.Tainted.end();
+      if (Found == Taint.Tainted.end() || !Found->second)
+        return Culprit;
+      Culprit = Found->second;
+    }
+    return Culprit;
+  }
+
+private:
+  /// `t.item()` of a tensor reduced across ranks (every tensor variable in
+  /// the object expression was passed through a collective).
+  bool objectIsClean(const FunctionTaint &Taint, const Expr *Object) {
+    bool Any = false, All = true;
+    std::function<void(const Stmt *)> Walk = [&](const Stmt *S) {
+      if (!S)
+        return;
+      if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
+        if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+          if (isTensorType(Var->getType())) {
+            Any = true;
+            All &= Taint.Clean.count(Var) > 0;
+          }
+      for (const Stmt *Child : S->children())
+        Walk(Child);
+    };
+    Walk(Object);
+    return Any && All;
+  }
+
+  struct Assignment {
+    const VarDecl *Var;
+    const Expr *Value;
+    const Stmt *Site;
+  };
+
+  void collect(const Stmt *S, FunctionTaint &Result,
+               std::vector<Assignment> &Assignments,
+               std::vector<const ReturnStmt *> &Returns) {
+    if (!S || isa<LambdaExpr>(S))
+      return;
+    if (const auto *Call = dyn_cast<CallExpr>(S))
+      if (isDdpCollective(Call) && Call->getNumArgs())
+        if (const VarDecl *Var = varOf(Call->getArg(0)))
+          Result.Clean.insert(Var);
+    if (const auto *Decls = dyn_cast<DeclStmt>(S))
+      for (const Decl *D : Decls->decls())
+        if (const auto *Var = dyn_cast<VarDecl>(D))
+          if (const Expr *Init = Var->getInit())
+            Assignments.push_back({Var, Init, S});
+    if (const auto *Binary = dyn_cast<BinaryOperator>(S)) {
+      if (Binary->isAssignmentOp())
+        if (const VarDecl *Var = varOf(Binary->getLHS()))
+          Assignments.push_back({Var, Binary->getRHS(), S});
+    } else if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(S)) {
+      if (Operator->isAssignmentOp() && Operator->getNumArgs() == 2)
+        if (const VarDecl *Var = varOf(Operator->getArg(0)))
+          Assignments.push_back({Var, Operator->getArg(1), S});
+    }
+    if (const auto *Return = dyn_cast<ReturnStmt>(S))
+      Returns.push_back(Return);
+    for (const Stmt *Child : S->children())
+      collect(Child, Result, Assignments, Returns);
+  }
+
+  void compute(const FunctionDecl *Function, FunctionTaint &Result) {
+    Stmt *Body = Function->getBody();
+    std::vector<Assignment> Assignments;
+    std::vector<const ReturnStmt *> Returns;
+    collect(Body, Result, Assignments, Returns);
+    for (const Assignment &A : Assignments)
+      if (containsCollective(A.Value))
+        Result.Clean.insert(A.Var);
+    // Sums R11 all-reduces after their validation loop.
+    for (const ValidationLoop &Loop :
+         analyzeValidationLoops(Context, Function, Oracle))
+      for (const VarDecl *Var : Loop.Accumulators)
+        Result.Clean.insert(Var);
+
+    ParentMap Parents(Body);
+    for (bool Changed = true; Changed;) {
+      Changed = false;
+      for (const Assignment &A : Assignments) {
+        if (Result.Clean.count(A.Var) || Result.Tainted.count(A.Var))
+          continue;
+        const Expr *Why = culprit(Result, A.Value);
+        if (!Why)
+          Why = governingCulprit(Result, Parents, A.Site);
+        if (Why) {
+          Result.Tainted[A.Var] = Why;
+          Changed = true;
+        }
+      }
+    }
+    for (const ReturnStmt *Return : Returns)
+      if (const Expr *Why = culprit(Result, Return->getRetValue())) {
+        Result.ReturnCulprit = Why;
+        break;
+      }
+  }
+
+public:
+  /// A rank-local condition of an `if` around S (S in its branches): a flag
+  /// set there is rank-local too.
+  const Expr *governingCulprit(const FunctionTaint &Taint,
+                               const ParentMap &Parents, const Stmt *S) {
+    for (const Stmt *Child = S, *Parent = Parents.getParent(S); Parent;
+         Child = Parent, Parent = Parents.getParent(Parent)) {
+      if (isa<LambdaExpr>(Parent))
+        return nullptr;
+      if (const auto *If = dyn_cast<IfStmt>(Parent))
+        if (Child != If->getCond())
+          if (const Expr *Why = culprit(Taint, If->getCond()))
+            return Why;
+    }
+    return nullptr;
+  }
+
+private:
+  ASTContext &Context;
+  const SourceManager &SM;
+  TrainingOracle &Oracle;
+  std::map<const FunctionDecl *, FunctionTaint> Results;
+  unsigned Depth = 0;
+};
+
+class FlowMatchers : public MatcherModule, public MatchFinder::MatchCallback {
+public:
+  FlowMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
+      : Findings(Findings), Locator(ProjectRoot) {}
+
+  void registerMatchers(MatchFinder &Finder) override {
+    Finder.addMatcher(functionDecl(isDefinition()).bind("function"), this);
+  }
+
+  void onStartOfTranslationUnit() override {
+    Locator.reset();
+    Seen.clear();
+    Taint.reset();
+    Oracle.reset();
+    State = nullptr;
+  }
+
+  void run(const MatchFinder::MatchResult &Result) override {
+    const auto *Function = Result.Nodes.getNodeAs<FunctionDecl>("function");
+    Context = Result.Context;
+    // Template patterns are analysed through their instantiations.
+    if (!Function || !Function->getBody() || Function->isDependentContext() ||
+        Context->getSourceManager().isInSystemHeader(Function->getLocation()))
+      return;
+    if (State != Context) {
+      Oracle = std::make_unique<TrainingOracle>(*Context);
+      Taint = std::make_unique<TaintAnalyzer>(*Context, *Oracle);
+      State = Context;
+    }
+    Parents = std::make_unique<ParentMap>(Function->getBody());
+    TrainingLoops.clear();
+    const FunctionTaint &Values = Taint->of(Function);
+    checkExits(Values, Function->getBody());
+    checkUnshardedData(Function);
+  }
+
+private:
+  /// The loop trains, or nests in a loop that does.
+  bool inTraining(const Stmt *Loop) {
+    auto Known = TrainingLoops.find(Loop);
+    if (Known != TrainingLoops.end())
+      return Known->second;
+    bool Result = Oracle->trains(Loop);
+    for (const Stmt *S = Parents->getParent(Loop); S && !Result;
+         S = Parents->getParent(S))
+      if (isLoop(S))
+        Result = inTraining(S);
+    TrainingLoops[Loop] = Result;
+    return Result;
+  }
+
+  void checkExits(const FunctionTaint &Values, const Stmt *S) {
+    if (!S || isa<LambdaExpr>(S))
+      return;
+    if (isa<BreakStmt>(S))
+      checkBreak(Values, S);
+    else if (isa<ReturnStmt>(S))
+      checkReturn(Values, S);
+    else if (isLoop(S))
+      checkCondition(Values, S);
+    for (const Stmt *Child : S->children())
+      checkExits(Values, Child);
+  }
+
+  void checkBreak(const FunctionTaint &Values, const Stmt *Break) {
+    std::vector<const IfStmt *> Ifs;
+    for (const Stmt *Child = Break, *Parent = Parents->getParent(Break); Parent;
+         Child = Parent, Parent = Parents->getParent(Parent)) {
+      if (isa<SwitchStmt>(Parent) || isa<LambdaExpr>(Parent))
+        return;
+      if (const auto *If = dyn_cast<IfStmt>(Parent)) {
+        if (Child != If->getCond())
+          Ifs.push_back(If);
+        continue;
+      }
+      if (!isLoop(Parent))
+        continue;
+      if (!inTraining(Parent))
+        return;
+      for (const IfStmt *If : Ifs)
+        if (const Expr *Why = Taint->culprit(Values, If->getCond())) {
+          report(Values, Break, Why, "this 'break'");
+          return;
+        }
+      return;
+    }
+  }
+
+  void checkReturn(const FunctionTaint &Values, const Stmt *Return) {
+    std::vector<const IfStmt *> Ifs;
+    size_t Governing = 0; // Ifs inside the outermost training loop.
+    for (const Stmt *Child = Return, *Parent = Parents->getParent(Return);
+         Parent; Child = Parent, Parent = Parents->getParent(Parent)) {
+      if (isa<LambdaExpr>(Parent))
+        return;
+      if (const auto *If = dyn_cast<IfStmt>(Parent)) {
+        if (Child != If->getCond())
+          Ifs.push_back(If);
+      } else if (isLoop(Parent) && inTraining(Parent)) {
+        Governing = Ifs.size();
+      }
+    }
+    for (size_t I = 0; I < Governing; ++I)
+      if (const Expr *Why = Taint->culprit(Values, Ifs[I]->getCond())) {
+        report(Values, Return, Why, "this 'return' from a training loop");
+        return;
+      }
+  }
+
+  void checkCondition(const FunctionTaint &Values, const Stmt *Loop) {
+    const Expr *Condition = nullptr;
+    if (const auto *For = dyn_cast<ForStmt>(Loop))
+      Condition = For->getCond();
+    else if (const auto *While = dyn_cast<WhileStmt>(Loop))
+      Condition = While->getCond();
+    else if (const auto *Do = dyn_cast<DoStmt>(Loop))
+      Condition = Do->getCond();
+    if (!Condition || !inTraining(Loop))
+      return;
+    if (const Expr *Why = Taint->culprit(Values, Condition))
+      report(Values, Condition, Why, "the condition of this training loop");
+  }
+
+  std::string sourceText(const Expr *E) {
+    const SourceManager &SM = Context->getSourceManager();
+    std::string Text =
+        Lexer::getSourceText(
+            CharSourceRange::getTokenRange(
+                SM.getExpansionRange(E->getSourceRange()).getAsRange()),
+            SM, Context->getLangOpts())
+            .str();
+    std::string Flat;
+    for (char C : Text)
+      if (!(C == ' ' && !Flat.empty() && Flat.back() == ' ') && C != '\n')
+        Flat += C == '\t' ? ' ' : C;
+    if (Flat.size() > 60)
+      Flat = Flat.substr(0, 57) + "...";
+    return Flat;
+  }
+
+  void report(const FunctionTaint &Values, const Stmt *At, const Expr *Why,
+              llvm::StringRef What) {
+    Finding F = Locator.make(*Context, SourceRange(At->getBeginLoc()), "",
+                             "ddp-divergent-exit", FindingForm::ReportOnly);
+    if (F.FilePath.empty() ||
+        !Seen.insert({F.FilePath, F.Offset, "divergent-exit"}).second)
+      return;
+    F.ReportId = "divergent-exit";
+    F.Length = 0;
+    const Expr *Origin = Taint->origin(Values, Why);
+    F.NotRewrittenReason =
+        (What + " depends on '" + sourceText(Why) +
+         "', computed from this rank's data only: ranks would leave the loop "
+         "at different steps and the others hang in the next collective; "
+         "decide on a value passed through ddp::all_reduce (or "
+         "ddp::broadcast)")
+            .str();
+    F.Message = F.NotRewrittenReason;
+    if (Origin && Origin != Why) {
+      Finding Where = Locator.make(*Context, Origin->getSourceRange(), "", "",
+                                   FindingForm::ReportOnly);
+      if (!Where.FilePath.empty())
+        F.Notes.push_back({Where.FilePath, Where.Offset, Where.Line,
+                           Where.Column,
+                           "'" + sourceText(Why) + "' is computed here from '" +
+                               sourceText(Origin) + "'"});
+    }
+    Findings.push_back(std::move(F));
+  }
+
+  /// An expression of a data loader (or its iterator) type, through
+  /// pointers and smart pointers.
+  static bool isLoaderExpr(const Expr *E) {
+    QualType T = E->getType();
+    if (T.isNull())
+      return false;
+    T = T.getNonReferenceType();
+    if (T->isPointerType())
+      T = T->getPointeeType();
+    if (const auto *Special = dyn_cast_or_null<ClassTemplateSpecializationDecl>(
+            T->getAsCXXRecordDecl()))
+      if (Special->getTemplateArgs().size() > 0 &&
+          Special->getTemplateArgs()[0].getKind() == TemplateArgument::Type &&
+          (Special->getQualifiedNameAsString() == "std::unique_ptr" ||
+           Special->getQualifiedNameAsString() == "std::shared_ptr"))
+        T = Special->getTemplateArgs()[0].getAsType();
+    if (isDataLoaderType(T))
+      return true;
+    const CXXRecordDecl *Record = T->getAsCXXRecordDecl();
+    return Record &&
+           Record->getQualifiedNameAsString() == "torch::data::Iterator";
+  }
+
+  static bool usesLoader(const Stmt *S) {
+    if (!S || isa<LambdaExpr>(S))
+      return false;
+    if (const auto *E = dyn_cast<Expr>(S))
+      if (isLoaderExpr(E))
+        return true;
+    for (const Stmt *Child : S->children())
+      if (usesLoader(Child))
+        return true;
+    return false;
+  }
+
+  /// The parts of a loop that say what it iterates (not its body).
+  static bool headerUsesLoader(const Stmt *Loop) {
+    if (const auto *Range = dyn_cast<CXXForRangeStmt>(Loop))
+      return usesLoader(Range->getRangeInit());
+    if (const auto *For = dyn_cast<ForStmt>(Loop))
+      return usesLoader(For->getInit()) || usesLoader(For->getCond()) ||
+             usesLoader(For->getInc());
+    if (const auto *While = dyn_cast<WhileStmt>(Loop))
+      return usesLoader(While->getCond()) ||
+             usesLoader(While->getConditionVariableDeclStmt());
+    if (const auto *Do = dyn_cast<DoStmt>(Loop))
+      return usesLoader(Do->getCond());
+    return false;
+  }
+
+  static bool callsRankHelpers(const Stmt *S) {
+    if (!S)
+      return false;
+    if (const auto *Call = dyn_cast<CallExpr>(S))
+      if (const FunctionDecl *Callee = Call->getDirectCallee()) {
+        std::string Name = Callee->getQualifiedNameAsString();
+        if (Name == "ddp::rank" || Name == "ddp::world_size")
+          return true;
+      }
+    for (const Stmt *Child : S->children())
+      if (callsRankHelpers(Child))
+        return true;
+    return false;
+  }
+
+  void collectBackwardCalls(const Stmt *S,
+                            std::vector<const CallExpr *> &Calls) {
+    if (!S || isa<LambdaExpr>(S))
+      return;
+    if (const auto *Call = dyn_cast<CallExpr>(S))
+      if (isBackwardCall(Call))
+        Calls.push_back(Call);
+    for (const Stmt *Child : S->children())
+      collectBackwardCalls(Child, Calls);
+  }
+
+  void checkUnshardedData(const FunctionDecl *Function) {
+    std::vector<const CallExpr *> Calls;
+    collectBackwardCalls(Function->getBody(), Calls);
+    if (Calls.empty() || callsRankHelpers(Function->getBody()))
+      return; // No training step here, or sharded by hand.
+    llvm::SmallPtrSet<const Stmt *, 4> Done;
+    for (const CallExpr *Call : Calls) {
+      const Stmt *Loop = nullptr;
+      for (const Stmt *S = Parents->getParent(Call); S && !Loop;
+           S = Parents->getParent(S))
+        if (isLoop(S))
+          Loop = S;
+      if (!Loop || !Done.insert(Loop).second || usesLoader(Loop))
+        continue;
+      bool Fed = false;
+      for (const Stmt *S = Parents->getParent(Loop); S && !Fed;
+           S = Parents->getParent(S))
+        Fed = isLoop(S) && headerUsesLoader(S);
+      if (Fed)
+        continue;
+      Finding F = Locator.make(*Context, SourceRange(Loop->getBeginLoc()), "",
+                               "", FindingForm::ReportOnly);
+      if (F.FilePath.empty() ||
+          !Seen.insert({F.FilePath, F.Offset, "non-torch-loader"}).second)
+        continue;
+      F.Length = 0;
+      F.ReportId = "non-torch-loader";
+      F.NotRewrittenReason =
+          "this training loop's data does not come from a torch data loader, "
+          "so ddpify cannot shard it and every rank trains on the same "
+          "samples; shard it by ddp::rank()/ddp::world_size() or use a torch "
+          "dataset with ddp::make_data_loader";
+      F.Message = F.NotRewrittenReason;
+      Findings.push_back(std::move(F));
+    }
+  }
+
+  FindingList &Findings;
+  FindingLocator Locator;
+  ASTContext *Context = nullptr;
+  ASTContext *State = nullptr;
+  std::unique_ptr<TrainingOracle> Oracle;
+  std::unique_ptr<TaintAnalyzer> Taint;
+  std::unique_ptr<ParentMap> Parents;
+  llvm::DenseMap<const Stmt *, bool> TrainingLoops;
+  std::set<std::tuple<std::string, unsigned, std::string>> Seen;
+};
+
+} // namespace
+
+std::unique_ptr<MatcherModule> createFlowMatchers(FindingList &Findings,
+                                                  llvm::StringRef ProjectRoot) {
+  return std::make_unique<FlowMatchers>(Findings, ProjectRoot);
+}
+
+} // namespace ddpify

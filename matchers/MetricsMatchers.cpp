@@ -1,0 +1,818 @@
+//===- MetricsMatchers.cpp - R11: validation metrics all-reduced ----------===//
+//
+// After R4 a validation loader gives each rank its share of the samples, so a
+// loss summed or a count of correct predictions taken over it is this rank's
+// part only. R11 finds range-for loops over a torch data loader whose body
+// does not train (no backward(), no optimizer step, also through the user's
+// functions), and the locals declared before such a loop (in the same
+// function), updated in it by `+=`, `++` or `x = x + ...` and read after it:
+// the accumulators. Right after the loop, on every rank, each becomes its
+// global sum (`v = ddp::all_reduce(v);`, `ddp::all_reduce(t);` for a tensor).
+// An accumulation it does not recognise (a maximum, a vector push_back, a
+// member, a reference, a sum carried over an enclosing loop) is a
+// `metric-pattern` report item instead. A loop already followed by the
+// all-reduce statements, or by a collective of the user's own in its block,
+// is left alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddpify/MetricsMatchers.h"
+#include "ddpify/MatcherUtil.h"
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/ParentMap.h"
+#include "clang/ASTMatchers/ASTMatchers.h"
+#include "clang/Basic/SourceManager.h"
+#include "clang/Lex/Lexer.h"
+#include "llvm/ADT/SetVector.h"
+#include <set>
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+namespace ddpify {
+
+namespace {
+
+bool nameIs(const NamedDecl *D, llvm::StringRef Name) {
+  return D && D->getIdentifier() && D->getName() == Name;
+}
+
+bool derivesFrom(const CXXRecordDecl *Record,
+                 llvm::ArrayRef<llvm::StringRef> Names, unsigned Depth = 0) {
+  if (!Record || Depth > 8)
+    return false;
+  std::string Qualified = Record->getQualifiedNameAsString();
+  for (llvm::StringRef Name : Names)
+    if (Qualified == Name)
+      return true;
+  const CXXRecordDecl *Definition = Record->getDefinition();
+  if (!Definition)
+    return false;
+  for (const CXXBaseSpecifier &Base : Definition->bases())
+    if (derivesFrom(Base.getType()->getAsCXXRecordDecl(), Names, Depth + 1))
+      return true;
+  return false;
+}
+
+bool isTensorClass(const CXXRecordDecl *Record) {
+  return derivesFrom(Record, {"at::Tensor", "at::TensorBase"});
+}
+
+bool isOptimizerStep(const CallExpr *Call) {
+  const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
+  if (!Member)
+    return false;
+  const CXXMethodDecl *Method = Member->getMethodDecl();
+  return Method && nameIs(Method, "step") &&
+         derivesFrom(Method->getParent(), {"torch::optim::Optimizer"});
+}
+
+/// Parens, implicit casts and temporaries removed.
+const Expr *strip(const Expr *E) {
+  while (E) {
+    const Expr *Next = E->IgnoreImplicit()->IgnoreParens();
+    if (Next == E)
+      break;
+    E = Next;
+  }
+  return E;
+}
+
+/// The local, parameter, global or member (through `this`) an lvalue names.
+const ValueDecl *targetOf(const Expr *E) {
+  E = strip(E);
+  if (!E)
+    return nullptr;
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+    return dyn_cast<VarDecl>(Ref->getDecl());
+  if (const auto *Member = dyn_cast<MemberExpr>(E))
+    if (isa<CXXThisExpr>(strip(Member->getBase())))
+      return dyn_cast<FieldDecl>(Member->getMemberDecl());
+  return nullptr;
+}
+
+bool refersTo(const Stmt *S, const ValueDecl *D) {
+  if (!S)
+    return false;
+  if (const auto *E = dyn_cast<Expr>(S))
+    if (targetOf(E) == D)
+      return true;
+  for (const Stmt *Child : S->children())
+    if (refersTo(Child, D))
+      return true;
+  return false;
+}
+
+/// How a validation loop's body changes a variable declared outside it.
+struct Touch {
+  bool Sum = false;   ///< `+=`, `++`, `x = x + e`, `t.add_(e)`.
+  bool Other = false; ///< An update that depends on the old value otherwise.
+  SourceLocation SumLoc, OtherLoc;
+  std::string OtherWhat;
+};
+
+/// Methods that collect values into their object (a vector of per-batch
+/// losses, a running statistic); a model's forward() or eval() is not one.
+bool isCollecting(llvm::StringRef Method) {
+  return llvm::is_contained({"push_back", "emplace_back", "push_front",
+                             "emplace_front", "insert", "emplace", "push",
+                             "append", "add", "update", "accumulate", "record",
+                             "resize", "assign"},
+                            Method);
+}
+
+/// A number, a tensor or a standard container: what a metric is kept in (a
+/// model passed by reference to a helper is not).
+bool couldHoldMetric(QualType T) {
+  T = T.getNonReferenceType().getCanonicalType();
+  if (T->isArithmeticType())
+    return true;
+  const CXXRecordDecl *Record = T->getAsCXXRecordDecl();
+  return Record && (isTensorClass(Record) || Record->isInStdNamespace());
+}
+
+class TouchCollector {
+public:
+  llvm::MapVector<const ValueDecl *, Touch> Touches;
+
+  void visit(const Stmt *S) {
+    if (!S)
+      return;
+    if (const auto *Binary = dyn_cast<BinaryOperator>(S))
+      visitBinary(Binary);
+    else if (const auto *Unary = dyn_cast<UnaryOperator>(S))
+      visitUnary(Unary);
+    else if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(S))
+      visitOperator(Operator);
+    else if (const auto *Call = dyn_cast<CallExpr>(S))
+      visitCall(Call);
+    for (const Stmt *Child : S->children())
+      visit(Child);
+  }
+
+private:
+  void sum(const Expr *Target, SourceLocation Loc) {
+    if (const ValueDecl *D = targetOf(Target)) {
+      Touch &T = Touches[D];
+      if (!T.Sum)
+        T.SumLoc = Loc;
+      T.Sum = true;
+    }
+  }
+  void other(const Expr *Target, SourceLocation Loc, llvm::StringRef What) {
+    if (const ValueDecl *D = targetOf(Target)) {
+      Touch &T = Touches[D];
+      if (!T.Other) {
+        T.OtherLoc = Loc;
+        T.OtherWhat = What.str();
+      }
+      T.Other = true;
+    }
+  }
+
+  /// `x = x + e` or `x = e + x`.
+  static bool isSelfSum(const ValueDecl *D, const Expr *Rhs) {
+    Rhs = strip(Rhs);
+    if (const auto *Cast = dyn_cast_or_null<ExplicitCastExpr>(Rhs))
+      Rhs = strip(Cast->getSubExpr());
+    if (const auto *Add = dyn_cast_or_null<BinaryOperator>(Rhs))
+      return Add->getOpcode() == BO_Add &&
+             (targetOf(Add->getLHS()) == D || targetOf(Add->getRHS()) == D);
+    if (const auto *Add = dyn_cast_or_null<CXXOperatorCallExpr>(Rhs))
+      return Add->getOperator() == OO_Plus && Add->getNumArgs() == 2 &&
+             (targetOf(Add->getArg(0)) == D || targetOf(Add->getArg(1)) == D);
+    return false;
+  }
+
+  void assign(const Expr *Lhs, const Expr *Rhs, SourceLocation Loc) {
+    const ValueDecl *D = targetOf(Lhs);
+    if (!D)
+      return;
+    if (isSelfSum(D, Rhs))
+      sum(Lhs, Loc);
+    else if (refersTo(Rhs, D))
+      other(Lhs, Loc, "is updated from its own value but not as a sum");
+  }
+
+  void visitBinary(const BinaryOperator *Binary) {
+    if (!Binary->isAssignmentOp())
+      return;
+    if (Binary->getOpcode() == BO_AddAssign)
+      sum(Binary->getLHS(), Binary->getOperatorLoc());
+    else if (Binary->getOpcode() == BO_Assign)
+      assign(Binary->getLHS(), Binary->getRHS(), Binary->getOperatorLoc());
+    else
+      other(Binary->getLHS(), Binary->getOperatorLoc(),
+            ("is updated with '" + Binary->getOpcodeStr() + "'").str());
+  }
+
+  void visitUnary(const UnaryOperator *Unary) {
+    if (Unary->isIncrementOp())
+      sum(Unary->getSubExpr(), Unary->getOperatorLoc());
+    else if (Unary->isDecrementOp())
+      other(Unary->getSubExpr(), Unary->getOperatorLoc(), "is decremented");
+    else if (Unary->getOpcode() == UO_AddrOf)
+      other(Unary->getSubExpr(), Unary->getOperatorLoc(),
+            "has its address taken");
+  }
+
+  void visitOperator(const CXXOperatorCallExpr *Call) {
+    if (Call->getNumArgs() == 0)
+      return;
+    const Expr *Object = Call->getArg(0);
+    switch (Call->getOperator()) {
+    case OO_PlusEqual:
+    case OO_PlusPlus:
+      sum(Object, Call->getOperatorLoc());
+      return;
+    case OO_Equal:
+      if (Call->getNumArgs() == 2)
+        assign(Object, Call->getArg(1), Call->getOperatorLoc());
+      return;
+    case OO_MinusEqual:
+    case OO_StarEqual:
+    case OO_SlashEqual:
+    case OO_PercentEqual:
+    case OO_AmpEqual:
+    case OO_PipeEqual:
+    case OO_CaretEqual:
+    case OO_LessLessEqual:
+    case OO_GreaterGreaterEqual:
+    case OO_MinusMinus:
+      other(Object, Call->getOperatorLoc(),
+            ("is updated with '" +
+             llvm::StringRef(getOperatorSpelling(Call->getOperator())) + "'")
+                .str());
+      return;
+    default:
+      return;
+    }
+  }
+
+  void visitCall(const CallExpr *Call) {
+    if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call)) {
+      const CXXMethodDecl *Method = Member->getMethodDecl();
+      const Expr *Object = Member->getImplicitObjectArgument();
+      if (Method && Object && Method->getIdentifier()) {
+        llvm::StringRef Name = Method->getName();
+        if (isTensorClass(Method->getParent())) {
+          // Tensor methods are all const; a trailing '_' marks the in-place
+          // ones.
+          if (Name == "add_")
+            sum(Object, Call->getExprLoc());
+          else if (Name.ends_with("_"))
+            other(Object, Call->getExprLoc(),
+                  ("is updated in place by '" + Name + "()'").str());
+        } else if (isCollecting(Name)) {
+          other(Object, Call->getExprLoc(),
+                ("is changed by '" + Name + "()'").str());
+        }
+      }
+    }
+    // Passed by non-const reference: the callee may accumulate into it.
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    if (!Callee)
+      return;
+    for (unsigned I = 0; I < Call->getNumArgs() && I < Callee->getNumParams();
+         ++I) {
+      QualType Param = Callee->getParamDecl(I)->getType();
+      if (Param->isLValueReferenceType() &&
+          !Param->getPointeeType().isConstQualified() &&
+          couldHoldMetric(Call->getArg(I)->getType()))
+        other(Call->getArg(I), Call->getArg(I)->getExprLoc(),
+              "is passed by reference to '" + Callee->getNameAsString() +
+                  "()'");
+    }
+  }
+};
+
+bool isLoop(const Stmt *S) {
+  return isa<ForStmt, WhileStmt, DoStmt, CXXForRangeStmt>(S);
+}
+
+bool inside(const SourceManager &SM, SourceLocation Loc, SourceRange Range) {
+  return SM.isBeforeInTranslationUnit(Range.getBegin(), Loc) &&
+         SM.isBeforeInTranslationUnit(Loc, Range.getEnd());
+}
+
+bool callsMainProcessCheck(const Stmt *S) {
+  if (!S)
+    return false;
+  if (const auto *Call = dyn_cast<CallExpr>(S))
+    if (const FunctionDecl *Callee = Call->getDirectCallee()) {
+      std::string Name = Callee->getQualifiedNameAsString();
+      if (Name == "ddp::is_main_process" || Name == "ddp::rank")
+        return true;
+    }
+  for (const Stmt *Child : S->children())
+    if (callsMainProcessCheck(Child))
+      return true;
+  return false;
+}
+
+bool isAllReduceCall(const Stmt *S) {
+  const auto *Call = dyn_cast_or_null<CallExpr>(S);
+  const FunctionDecl *Callee = Call ? Call->getDirectCallee() : nullptr;
+  return Callee && Callee->getQualifiedNameAsString() == "ddp::all_reduce";
+}
+
+bool containsAllReduce(const Stmt *S) {
+  if (!S)
+    return false;
+  if (isAllReduceCall(S))
+    return true;
+  for (const Stmt *Child : S->children())
+    if (containsAllReduce(Child))
+      return true;
+  return false;
+}
+
+bool containsCollective(const Stmt *S) {
+  if (!S)
+    return false;
+  if (const auto *Call = dyn_cast<CallExpr>(S))
+    if (isDdpCollective(Call))
+      return true;
+  for (const Stmt *Child : S->children())
+    if (containsCollective(Child))
+      return true;
+  return false;
+}
+
+/// The variable a statement R11 writes (or a user wrote the same way)
+/// all-reduces: `v = ddp::all_reduce(v);`, `v = static_cast<T>(...)`,
+/// `ddp::all_reduce(v);`.
+const ValueDecl *reducedBy(const Stmt *S) {
+  const auto *E = dyn_cast_or_null<Expr>(S);
+  if (!E)
+    return nullptr;
+  E = strip(E);
+  if (isAllReduceCall(E)) {
+    const auto *Call = cast<CallExpr>(E);
+    return Call->getNumArgs() ? targetOf(Call->getArg(0)) : nullptr;
+  }
+  if (const auto *Assign = dyn_cast<BinaryOperator>(E))
+    if (Assign->getOpcode() == BO_Assign && containsAllReduce(Assign->getRHS()))
+      return targetOf(Assign->getLHS());
+  if (const auto *Assign = dyn_cast<CXXOperatorCallExpr>(E))
+    if (Assign->getOperator() == OO_Equal && Assign->getNumArgs() == 2 &&
+        containsAllReduce(Assign->getArg(1)))
+      return targetOf(Assign->getArg(0));
+  return nullptr;
+}
+
+/// The MetricReduce kind of an accumulator's type (see
+/// FindingForm::MetricReduce), or empty with Why set.
+std::string kindOf(ASTContext &Context, const VarDecl *Var, std::string &Why) {
+  QualType Type = Var->getType();
+  QualType Canonical = Type.getCanonicalType().getUnqualifiedType();
+  PrintingPolicy Policy = Context.getPrintingPolicy();
+  Policy.SuppressTagKeyword = true;
+  std::string Spelling = Type->getContainedAutoType()
+                             ? Canonical.getAsString(Policy)
+                             : Type.getUnqualifiedType().getAsString(Policy);
+  if (const CXXRecordDecl *Record = Canonical->getAsCXXRecordDecl()) {
+    if (Record->getQualifiedNameAsString() == "at::Tensor")
+      return "tensor";
+    Why = "has type '" + Spelling + "', which ddp::all_reduce does not take";
+    return "";
+  }
+  if (Canonical->isSpecificBuiltinType(BuiltinType::Double))
+    return "double";
+  if (Context.hasSameType(Canonical,
+                          Context.getIntTypeForBitwidth(64, /*Signed=*/true)))
+    return "int64";
+  if (Canonical->isBooleanType() || Canonical->isEnumeralType() ||
+      Canonical->isAnyCharacterType()) {
+    Why = "has type '" + Spelling + "', which is not a number to sum";
+    return "";
+  }
+  if (Canonical->isIntegerType())
+    return "int:" + Spelling;
+  if (Canonical->isRealFloatingType())
+    return "float:" + Spelling;
+  Why = "has type '" + Spelling + "', which ddp::all_reduce does not take";
+  return "";
+}
+
+class FunctionAnalysis {
+public:
+  FunctionAnalysis(ASTContext &Context, const FunctionDecl *Function,
+                   TrainingOracle &Oracle)
+      : Context(Context), SM(Context.getSourceManager()), Function(Function),
+        Body(Function->getBody()), Oracle(Oracle), Parents(Body) {
+    indexReferences(Body);
+  }
+
+  std::vector<ValidationLoop> run() {
+    std::vector<ValidationLoop> Loops;
+    collectLoops(Body, Loops);
+    return Loops;
+  }
+
+private:
+  void indexReferences(const Stmt *S) {
+    if (!S)
+      return;
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+        Uses[Var].push_back(Ref->getLocation());
+    // Plain assignments, which start a sum afresh (a reset).
+    if (const auto *Assign = dyn_cast<BinaryOperator>(S)) {
+      if (Assign->getOpcode() == BO_Assign)
+        if (const auto *Var =
+                dyn_cast_or_null<VarDecl>(targetOf(Assign->getLHS())))
+          if (!refersTo(Assign->getRHS(), Var))
+            Resets[Var].push_back(Assign->getOperatorLoc());
+    } else if (const auto *Assign = dyn_cast<CXXOperatorCallExpr>(S)) {
+      if (Assign->getOperator() == OO_Equal && Assign->getNumArgs() == 2)
+        if (const auto *Var =
+                dyn_cast_or_null<VarDecl>(targetOf(Assign->getArg(0))))
+          if (!refersTo(Assign->getArg(1), Var))
+            Resets[Var].push_back(Assign->getOperatorLoc());
+    }
+    for (const Stmt *Child : S->children())
+      indexReferences(Child);
+  }
+
+  void collectLoops(const Stmt *S, std::vector<ValidationLoop> &Loops) {
+    if (!S)
+      return;
+    if (const auto *Loop = dyn_cast<CXXForRangeStmt>(S))
+      if (Loop->getRangeInit() &&
+          isDataLoaderType(Loop->getRangeInit()->getType()) &&
+          !Oracle.trains(Loop->getBody())) {
+        ValidationLoop Result = analyze(Loop);
+        if (!Result.Accumulators.empty() || !Result.Problem.empty())
+          Loops.push_back(std::move(Result));
+      }
+    for (const Stmt *Child : S->children())
+      collectLoops(Child, Loops);
+  }
+
+  bool readAfter(const VarDecl *Var, const Stmt *Loop) {
+    for (SourceLocation Use : Uses[Var])
+      if (SM.isBeforeInTranslationUnit(Loop->getEndLoc(), Use))
+        return true;
+    return false;
+  }
+
+  bool isLocalOfFunction(const VarDecl *Var) {
+    return Var->hasLocalStorage() && !Var->getType()->isReferenceType() &&
+           Var->getParentFunctionOrMethod() ==
+               static_cast<const DeclContext *>(Function);
+  }
+
+  /// The enclosing loop over whose iterations Var's sum would carry on (the
+  /// all-reduce after the inner loop would then add sums already reduced),
+  /// or nullptr.
+  const Stmt *carryingLoop(const VarDecl *Var, const Stmt *Loop) {
+    for (const Stmt *S = Parents.getParent(Loop); S; S = Parents.getParent(S)) {
+      if (!isLoop(S))
+        continue;
+      if (inside(SM, Var->getLocation(), S->getSourceRange()))
+        return nullptr;
+      bool Reset = false;
+      for (SourceLocation At : Resets[Var])
+        Reset |= SM.isBeforeInTranslationUnit(S->getBeginLoc(), At) &&
+                 SM.isBeforeInTranslationUnit(At, Loop->getBeginLoc());
+      if (!Reset)
+        return S;
+    }
+    return nullptr;
+  }
+
+  void problem(ValidationLoop &Result, SourceLocation Loc,
+               const std::string &Text) {
+    if (!Result.Problem.empty())
+      return;
+    Result.Problem = Text;
+    Result.ProblemLoc = Loc;
+  }
+
+  ValidationLoop analyze(const CXXForRangeStmt *Loop) {
+    ValidationLoop Result;
+    Result.Loop = Loop;
+    TouchCollector Collector;
+    Collector.visit(Loop->getBody());
+
+    std::vector<const VarDecl *> Candidates;
+    std::vector<std::string> Kinds;
+    for (const auto &[Decl, T] : Collector.Touches) {
+      if (!T.Sum && !T.Other)
+        continue;
+      std::string Name = "'" + Decl->getNameAsString() + "'";
+      SourceLocation Loc = T.Other ? T.OtherLoc : T.SumLoc;
+      const auto *Var = dyn_cast<VarDecl>(Decl);
+      if (!Var) {
+        problem(Result, Loc,
+                Name + " is a member accumulated over this rank's share of "
+                       "the validation data only; accumulate into a local "
+                       "and add 'v = ddp::all_reduce(v);' after the loop");
+        continue;
+      }
+      if (inside(SM, Var->getLocation(), Loop->getSourceRange()))
+        continue; // Declared in the loop: per batch, not a metric.
+      if (!isLocalOfFunction(Var)) {
+        problem(Result, Loc,
+                Name + " is accumulated over this rank's share of the "
+                       "validation data only and is not a local of this "
+                       "function (a reference, global or static); "
+                       "all-reduce it with ddp::all_reduce where it is "
+                       "complete");
+        continue;
+      }
+      if (!readAfter(Var, Loop))
+        continue;
+      if (T.Other) {
+        problem(Result, Loc,
+                Name + " " + T.OtherWhat +
+                    " in a validation loop, which sees only this rank's "
+                    "share of the data; ddpify recognises sums only (+=, ++, "
+                    "x = x + ...): combine the ranks' values after the loop "
+                    "with ddp::all_reduce (kSum, kMax, kMin) or "
+                    "ddp::all_gather");
+        continue;
+      }
+      std::string Why;
+      std::string Kind = kindOf(Context, Var, Why);
+      if (Kind.empty()) {
+        problem(Result, Loc,
+                Name +
+                    " is a sum over this rank's share of the validation "
+                    "data but " +
+                    Why + "; all-reduce its parts after the loop");
+        continue;
+      }
+      if (carryingLoop(Var, Loop)) {
+        problem(Result, Loc,
+                Name + " keeps summing over the iterations of an enclosing "
+                       "loop, so an all-reduce after this loop would add "
+                       "sums already reduced; reset it before the loop or "
+                       "all-reduce it once after the enclosing loop");
+        continue;
+      }
+      Candidates.push_back(Var);
+      Kinds.push_back(Kind);
+    }
+    if (Candidates.empty())
+      return Result;
+
+    for (const Stmt *S = Parents.getParent(Loop); S; S = Parents.getParent(S))
+      if (const auto *If = dyn_cast<IfStmt>(S))
+        if (callsMainProcessCheck(If->getCond())) {
+          problem(Result, Loop->getBeginLoc(),
+                  "this validation loop runs on the main process only, "
+                  "which sees its share of the data only; run it on every "
+                  "rank and keep only the printing on the main process");
+          return Result;
+        }
+    const auto *Block = dyn_cast_or_null<CompoundStmt>(Parents.getParent(Loop));
+    if (!Block) {
+      problem(Result, Loop->getBeginLoc(),
+              "this validation loop is not a statement of a block, so its "
+              "sums cannot be all-reduced right after it; put it in braces");
+      return Result;
+    }
+    // Idempotence: the statements R11 wrote last time, and sums the user
+    // reduced by hand (a collective later in the same block).
+    auto At = llvm::find(Block->body(), Loop);
+    llvm::SmallPtrSet<const ValueDecl *, 4> Reduced;
+    for (++At; At != Block->body_end(); ++At) {
+      if (const ValueDecl *D = reducedBy(*At)) {
+        Reduced.insert(D);
+        continue;
+      }
+      if (containsCollective(*At))
+        return Result; // Reduced by hand.
+    }
+    for (size_t I = 0; I < Candidates.size(); ++I)
+      if (!Reduced.count(Candidates[I])) {
+        Result.Accumulators.push_back(Candidates[I]);
+        Result.Kinds.push_back(Kinds[I]);
+      }
+    return Result;
+  }
+
+  ASTContext &Context;
+  const SourceManager &SM;
+  const FunctionDecl *Function;
+  Stmt *Body;
+  TrainingOracle &Oracle;
+  ParentMap Parents;
+  llvm::DenseMap<const VarDecl *, std::vector<SourceLocation>> Uses;
+  llvm::DenseMap<const VarDecl *, std::vector<SourceLocation>> Resets;
+};
+
+class MetricsMatchers : public MatcherModule,
+                        public MatchFinder::MatchCallback {
+public:
+  MetricsMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
+      : Findings(Findings), Locator(ProjectRoot) {}
+
+  void registerMatchers(MatchFinder &Finder) override {
+    Finder.addMatcher(functionDecl(isDefinition()).bind("function"), this);
+  }
+
+  void onStartOfTranslationUnit() override {
+    Locator.reset();
+    Seen.clear();
+    Oracle.reset();
+  }
+
+  void run(const MatchFinder::MatchResult &Result) override {
+    const auto *Function = Result.Nodes.getNodeAs<FunctionDecl>("function");
+    ASTContext &Context = *Result.Context;
+    // Template patterns are analysed through their instantiations, where the
+    // loader's type is known.
+    if (!Function || !Function->getBody() || Function->isDependentContext() ||
+        Context.getSourceManager().isInSystemHeader(Function->getLocation()))
+      return;
+    if (!Oracle || OracleContext != &Context) {
+      Oracle = std::make_unique<TrainingOracle>(Context);
+      OracleContext = &Context;
+    }
+    for (const ValidationLoop &Loop :
+         analyzeValidationLoops(Context, Function, *Oracle))
+      report(Context, Loop);
+  }
+
+private:
+  void report(ASTContext &Context, const ValidationLoop &Loop) {
+    const SourceManager &SM = Context.getSourceManager();
+    if (!Loop.Problem.empty()) {
+      Finding F = Locator.make(Context, SourceRange(Loop.ProblemLoc), "R11", "",
+                               FindingForm::ReportOnly);
+      if (!F.FilePath.empty() &&
+          Seen.insert({F.FilePath, F.Offset, "metric-pattern"}).second) {
+        F.Length = 0;
+        F.ReportId = "metric-pattern";
+        F.NotRewrittenReason = Loop.Problem;
+        F.Message = Loop.Problem;
+        Findings.push_back(std::move(F));
+      }
+    }
+    if (Loop.Accumulators.empty())
+      return;
+    SourceLocation End = Loop.Loop->getEndLoc();
+    Finding F =
+        Locator.make(Context, SourceRange(Loop.Loop->getBeginLoc(), End), "R11",
+                     "", FindingForm::MetricReduce);
+    if (F.FilePath.empty())
+      return;
+    std::string Names;
+    for (const VarDecl *Var : Loop.Accumulators)
+      Names += (Names.empty() ? "'" : ", '") + Var->getNameAsString() + "'";
+    F.Message = Names +
+                " summed over this rank's share of the validation data; "
+                "all-reduced after the loop so the reported figures are "
+                "global";
+    if (F.InMacro) {
+      if (Seen.insert({F.FilePath, F.Offset, "R11"}).second)
+        Findings.push_back(std::move(F));
+      return;
+    }
+    unsigned Offset = 0;
+    if (!insertionOffset(Context, Loop.Loop, Offset))
+      return;
+    bool Invalid = false;
+    FileID File = SM.getFileID(SM.getExpansionLoc(End));
+    llvm::StringRef Buffer = SM.getBufferData(File, &Invalid);
+    if (Invalid)
+      return;
+    unsigned Begin = SM.getFileOffset(Loop.Loop->getBeginLoc());
+    size_t LineStart = Buffer.rfind('\n', Begin == 0 ? 0 : Begin - 1);
+    LineStart =
+        LineStart == llvm::StringRef::npos || Begin == 0 ? 0 : LineStart + 1;
+    llvm::StringRef Line = Buffer.slice(LineStart, Begin);
+    F.Indent = Line.take_while([](char C) { return C == ' ' || C == '\t'; });
+    F.OwnLine = true;
+    F.Offset = Offset;
+    F.Length = 0;
+    F.Line = SM.getSpellingLineNumber(End);
+    F.Column = SM.getSpellingColumnNumber(End);
+    for (size_t I = 0; I < Loop.Accumulators.size(); ++I)
+      F.Names.push_back(Loop.Accumulators[I]->getNameAsString() + ":" +
+                        Loop.Kinds[I]);
+    if (Seen.insert({F.FilePath, F.Offset, "R11"}).second)
+      Findings.push_back(std::move(F));
+  }
+
+  /// Right after the loop's `}` (or its body's `;`); at the end of that
+  /// line when only blanks or a line comment follow, so the comment stays
+  /// with the loop.
+  static bool insertionOffset(ASTContext &Context, const Stmt *Loop,
+                              unsigned &Offset) {
+    const SourceManager &SM = Context.getSourceManager();
+    SourceLocation End = Loop->getEndLoc();
+    if (End.isInvalid() || End.isMacroID())
+      return false;
+    SourceLocation After;
+    if (*SM.getCharacterData(End) == '}')
+      After = End.getLocWithOffset(1);
+    else
+      After = Lexer::findLocationAfterToken(End, tok::semi, SM,
+                                            Context.getLangOpts(), false);
+    if (After.isInvalid())
+      return false;
+    bool Invalid = false;
+    llvm::StringRef Buffer = SM.getBufferData(SM.getFileID(After), &Invalid);
+    if (Invalid)
+      return false;
+    Offset = SM.getFileOffset(After);
+    size_t Next = Buffer.find_first_not_of(" \t", Offset);
+    if (Next == llvm::StringRef::npos)
+      Offset = Buffer.size();
+    else if (Buffer[Next] == '\n' || Buffer[Next] == '\r' ||
+             Buffer.substr(Next).starts_with("//"))
+      Offset = std::min(Buffer.find_first_of("\r\n", Next), Buffer.size());
+    return true;
+  }
+
+  FindingList &Findings;
+  FindingLocator Locator;
+  // One per translation unit: it memoises by declaration.
+  std::unique_ptr<TrainingOracle> Oracle;
+  ASTContext *OracleContext = nullptr;
+  std::set<std::tuple<std::string, unsigned, std::string>> Seen;
+};
+
+} // namespace
+
+bool isDataLoaderType(QualType T) {
+  if (T.isNull())
+    return false;
+  return derivesFrom(
+      T.getNonReferenceType()->getAsCXXRecordDecl(),
+      {"torch::data::StatelessDataLoader", "torch::data::StatefulDataLoader",
+       "torch::data::DataLoaderBase", "ddp::DistributedDataLoader"});
+}
+
+bool isBackwardCall(const CallExpr *Call) {
+  if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
+    if (const CXXMethodDecl *Method = Member->getMethodDecl())
+      if (nameIs(Method, "backward") && isTensorClass(Method->getParent()))
+        return true;
+  const FunctionDecl *Callee = Call->getDirectCallee();
+  return Callee &&
+         Callee->getQualifiedNameAsString() == "torch::autograd::backward";
+}
+
+bool isDdpCollective(const CallExpr *Call) {
+  const FunctionDecl *Callee = Call->getDirectCallee();
+  if (!Callee)
+    return false;
+  std::string Name = Callee->getQualifiedNameAsString();
+  return Name == "ddp::all_reduce" || Name == "ddp::all_gather" ||
+         Name == "ddp::broadcast";
+}
+
+bool TrainingOracle::trains(const Stmt *S) {
+  if (!S)
+    return false;
+  if (const auto *Call = dyn_cast<CallExpr>(S)) {
+    if (isBackwardCall(Call) || isOptimizerStep(Call))
+      return true;
+    if (const FunctionDecl *Callee = Call->getDirectCallee())
+      if (functionTrains(Callee))
+        return true;
+  }
+  for (const Stmt *Child : S->children())
+    if (trains(Child))
+      return true;
+  return false;
+}
+
+bool TrainingOracle::functionTrains(const FunctionDecl *Function) {
+  const FunctionDecl *Definition = nullptr;
+  if (!Function->hasBody(Definition) || !Definition ||
+      Definition->isDependentContext() ||
+      Context.getSourceManager().isInSystemHeader(Definition->getLocation()))
+    return false;
+  auto Known = Memo.find(Definition);
+  if (Known != Memo.end())
+    return Known->second == 2;
+  if (Depth > 6)
+    return false;
+  Memo[Definition] = 0;
+  ++Depth;
+  bool Trains = trains(Definition->getBody());
+  --Depth;
+  Memo[Definition] = Trains ? 2 : 1;
+  return Trains;
+}
+
+std::vector<ValidationLoop> analyzeValidationLoops(ASTContext &Context,
+                                                   const FunctionDecl *Function,
+                                                   TrainingOracle &Oracle) {
+  if (!Function->getBody())
+    return {};
+  return FunctionAnalysis(Context, Function, Oracle).run();
+}
+
+std::unique_ptr<MatcherModule>
+createMetricsMatchers(FindingList &Findings, llvm::StringRef ProjectRoot) {
+  return std::make_unique<MetricsMatchers>(Findings, ProjectRoot);
+}
+
+} // namespace ddpify

@@ -1,0 +1,78 @@
+//===- MetricsMatchers.h - R11: validation metrics all-reduced --*- C++ -*-===//
+//
+// R11 and the loop analysis it shares with the flow checks (FlowMatchers.cpp):
+// which loops iterate a torch data loader, which ones train, and which locals
+// a validation loop accumulates.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDPIFY_METRICSMATCHERS_H
+#define DDPIFY_METRICSMATCHERS_H
+
+#include "ddpify/Registry.h"
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/Decl.h"
+#include "clang/AST/Stmt.h"
+#include "llvm/ADT/DenseMap.h"
+#include <string>
+#include <vector>
+
+namespace ddpify {
+
+/// R11: sums and counts accumulated over a validation loader and reported after
+/// the loop.
+std::unique_ptr<MatcherModule>
+createMetricsMatchers(FindingList &Findings, llvm::StringRef ProjectRoot);
+
+/// Whether T (a reference stripped) is a torch data loader:
+/// torch::data::StatelessDataLoader, StatefulDataLoader, DataLoaderBase or
+/// ddp::DistributedDataLoader, or a class derived from one.
+bool isDataLoaderType(clang::QualType T);
+
+/// A call to Tensor::backward() or torch::autograd::backward().
+bool isBackwardCall(const clang::CallExpr *Call);
+
+/// Whether a statement trains: it calls backward() (or an optimizer's
+/// step()), directly or through functions defined in the user's code.
+/// Memoised per function; one instance per translation unit.
+class TrainingOracle {
+public:
+  explicit TrainingOracle(clang::ASTContext &Context) : Context(Context) {}
+  bool trains(const clang::Stmt *S);
+  bool functionTrains(const clang::FunctionDecl *Function);
+
+private:
+  clang::ASTContext &Context;
+  /// 0: being analysed (a recursion is taken as "does not train"), 1: no,
+  /// 2: yes.
+  llvm::DenseMap<const clang::FunctionDecl *, int> Memo;
+  unsigned Depth = 0;
+};
+
+/// What R11 found for one range-for over a data loader whose body does not
+/// train.
+struct ValidationLoop {
+  const clang::CXXForRangeStmt *Loop = nullptr;
+  /// The accumulators to all-reduce right after the loop, in declaration
+  /// order, each with its kind (see FindingForm::MetricReduce's Names).
+  std::vector<const clang::VarDecl *> Accumulators;
+  std::vector<std::string> Kinds;
+  /// An accumulation that is not recognised (a metric-pattern report item):
+  /// why, and where.
+  std::string Problem;
+  clang::SourceLocation ProblemLoc;
+};
+
+/// R11's analysis of every validation loop of Function (a definition that is
+/// not a template pattern).
+std::vector<ValidationLoop>
+analyzeValidationLoops(clang::ASTContext &Context,
+                       const clang::FunctionDecl *Function,
+                       TrainingOracle &Oracle);
+
+/// Whether Call calls ddp::all_reduce, ddp::all_gather or ddp::broadcast.
+bool isDdpCollective(const clang::CallExpr *Call);
+
+} // namespace ddpify
+
+#endif // DDPIFY_METRICSMATCHERS_H

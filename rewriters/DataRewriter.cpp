@@ -1,0 +1,16 @@
+//===- DataRewriter.cpp - R4 edits ----------------------------------------===//
+
+#include "ddpify/Rewriter.h"
+
+namespace ddpify {
+
+std::vector<clang::tooling::Replacement> rewriteDataFinding(const Finding &F) {
+  // The written callee (qualifier included) becomes ddp's; the template and
+  // call arguments after it stay as written.
+  if (F.Form != FindingForm::DataLoaderCall || F.NewName.empty())
+    return {};
+  return {
+      clang::tooling::Replacement(F.FilePath, F.Offset, F.Length, F.NewName)};
+}
+
+} // namespace ddpify

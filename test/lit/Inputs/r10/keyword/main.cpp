@@ -1,0 +1,3 @@
+int helper();
+
+int main() { return helper(); }

@@ -1,0 +1,2 @@
+// Not listed by any target.
+int main() { return 0; }

@@ -1,0 +1,2 @@
+// Nothing to migrate.
+int twice(int x) { return 2 * x; }
