@@ -6,9 +6,12 @@
 # For each size (default "1 8 32" translation units, each a copy of one of
 # examples/*/main.cpp with its own name and a distinct first line), times in
 # the same run, alternating, REPS times (default 3):
-#   clang    clang++-19 -fsyntax-only of every file, one after another
-#   migrate  ddpify migrate --out-dir at -j 1 and at the default -j
-#   lint     ddpify lint at -j 1 and at the default -j
+#   clang              clang++-19 -fsyntax-only of every file, one after another
+#   migrate-nocache-*  ddpify migrate --out-dir --no-cache (bodies outside the
+#                      project still skipped), at -j 1 and the default -j
+#   migrate-cold-j1    with an empty header cache (builds the PCH)
+#   migrate-warm-*     with the cache the cold run left, -j 1 and default -j
+#   lint-warm-*        ddpify lint, warm cache, -j 1 and default -j
 # and prints the median seconds, the ratio to clang and the peak RSS (the
 # largest single clang process; the whole ddpify process, which holds -j
 # parses at once). Not part of the tests: run it on a quiet machine.
@@ -72,15 +75,23 @@ for n in $SIZES; do
   rm -f "$WORK"/r.*
   for ((r = 0; r < REPS; ++r)); do
     clang_all "$dir" r.clang
+    common=(-p "$dir" --quiet)
     rm -rf "$dir.out"
-    measure r.migrate-j1 "$DDPIFY" migrate -p "$dir" --out-dir "$dir.out" -j 1 --quiet "$dir"/src/*.cpp
+    measure r.migrate-nocache-j1 "$DDPIFY" migrate "${common[@]}" --no-cache -j 1 --out-dir "$dir.out" "$dir"/src/*.cpp
     rm -rf "$dir.out"
-    measure r.migrate-jN "$DDPIFY" migrate -p "$dir" --out-dir "$dir.out" --quiet "$dir"/src/*.cpp
-    measure r.lint-j1 "$DDPIFY" lint -p "$dir" -j 1 --quiet --exit-zero "$dir"/src/*.cpp
-    measure r.lint-jN "$DDPIFY" lint -p "$dir" --quiet --exit-zero "$dir"/src/*.cpp
+    measure r.migrate-nocache-jN "$DDPIFY" migrate "${common[@]}" --no-cache --out-dir "$dir.out" "$dir"/src/*.cpp
+    rm -rf "$dir.out" "$WORK/cache"
+    measure r.migrate-cold-j1 "$DDPIFY" migrate "${common[@]}" --cache-dir "$WORK/cache" -j 1 --out-dir "$dir.out" "$dir"/src/*.cpp
+    rm -rf "$dir.out"
+    measure r.migrate-warm-j1 "$DDPIFY" migrate "${common[@]}" --cache-dir "$WORK/cache" -j 1 --out-dir "$dir.out" "$dir"/src/*.cpp
+    rm -rf "$dir.out"
+    measure r.migrate-warm-jN "$DDPIFY" migrate "${common[@]}" --cache-dir "$WORK/cache" --out-dir "$dir.out" "$dir"/src/*.cpp
+    measure r.lint-warm-j1 "$DDPIFY" lint "${common[@]}" --cache-dir "$WORK/cache" -j 1 --exit-zero "$dir"/src/*.cpp
+    measure r.lint-warm-jN "$DDPIFY" lint "${common[@]}" --cache-dir "$WORK/cache" --exit-zero "$dir"/src/*.cpp
   done
   base=$(cut -d' ' -f1 "$WORK/r.clang" | median)
-  for run in clang migrate-j1 migrate-jN lint-j1 lint-jN; do
+  for run in clang migrate-nocache-j1 migrate-nocache-jN migrate-cold-j1 \
+             migrate-warm-j1 migrate-warm-jN lint-warm-j1 lint-warm-jN; do
     t=$(cut -d' ' -f1 "$WORK/r.$run" | median)
     kb=$(cut -d' ' -f2 "$WORK/r.$run" | sort -n | tail -1)
     printf "%-6s %-16s %9.2f %8.3f %10.0f\n" "$n" "$run" "$t" \
