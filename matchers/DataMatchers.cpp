@@ -42,17 +42,6 @@ namespace {
 
 const char LoaderName[] = "torch::data::make_data_loader";
 
-/// E without the implicit nodes and parentheses Clang wraps around it.
-const Expr *strip(const Expr *E) {
-  while (E) {
-    const Expr *Next = E->IgnoreImplicit()->IgnoreParens();
-    if (Next == E)
-      return E;
-    E = Next;
-  }
-  return E;
-}
-
 /// Whether Record is, or derives from, a class named QualifiedName (a class
 /// template's specializations carry the template's name).
 bool isOrDerivesFrom(const CXXRecordDecl *Record, llvm::StringRef QualifiedName,
@@ -217,7 +206,8 @@ private:
         return nullptr;
       Node = Parents[0];
       if (const auto *Call = Node.get<CallExpr>())
-        return strip(Call->getCallee()) == Callee ? Call : nullptr;
+        return stripParensAndImplicit(Call->getCallee()) == Callee ? Call
+                                                                   : nullptr;
       if (!Node.get<ImplicitCastExpr>())
         return nullptr;
     }
@@ -345,8 +335,8 @@ private:
         return;
       }
     }
-    const auto *Lookup =
-        dyn_cast<UnresolvedLookupExpr>(strip(Call->getCallee()));
+    const auto *Lookup = dyn_cast<UnresolvedLookupExpr>(
+        stripParensAndImplicit(Call->getCallee()));
     if (Lookup && Lookup->getNumTemplateArgs() >= 1 &&
         Call->getNumArgs() <= 2) {
       const TemplateArgument &First =
@@ -365,7 +355,7 @@ private:
 
   /// Whether Outer is Inner behind implicit nodes and parentheses.
   static bool wraps(const Expr *Outer, const Expr *Inner) {
-    return strip(Outer) == strip(Inner);
+    return stripParensAndImplicit(Outer) == stripParensAndImplicit(Inner);
   }
 
   /// `*E` (a unique_ptr's operator*, or a pointer dereference).
@@ -472,13 +462,14 @@ private:
   }
 
   LoaderUse assignedTo(const Expr *Target, int Hops) {
-    if (const auto *Ref = dyn_cast<DeclRefExpr>(strip(Target)))
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(stripParensAndImplicit(Target)))
       if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
         if (Var->isLocalVarDecl())
           return useOfVariable(Var, Hops, /*FromInit=*/false);
     LoaderUse Use;
     std::string Name;
-    if (const auto *Member = dyn_cast<MemberExpr>(strip(Target)))
+    if (const auto *Member =
+            dyn_cast<MemberExpr>(stripParensAndImplicit(Target)))
       Name = " '" + Member->getMemberDecl()->getNameAsString() + "'";
     Use.unknown("it is stored in" + (Name.empty() ? " a member" : Name));
     return Use;
@@ -613,7 +604,7 @@ private:
   static const FunctionDecl *calleeOf(const CallExpr *Call) {
     if (const FunctionDecl *Direct = Call->getDirectCallee())
       return Direct;
-    const Expr *Callee = strip(Call->getCallee());
+    const Expr *Callee = stripParensAndImplicit(Call->getCallee());
     if (const auto *Lookup = dyn_cast<UnresolvedLookupExpr>(Callee)) {
       if (Lookup->getNumDecls() != 1)
         return nullptr;

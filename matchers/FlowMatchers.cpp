@@ -37,18 +37,8 @@ using namespace clang::ast_matchers;
 namespace ddpify {
 namespace {
 
-const Expr *strip(const Expr *E) {
-  while (E) {
-    const Expr *Next = E->IgnoreImplicit()->IgnoreParens();
-    if (Next == E)
-      break;
-    E = Next;
-  }
-  return E;
-}
-
 const VarDecl *varOf(const Expr *E) {
-  E = strip(E);
+  E = stripParensAndImplicit(E);
   if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(E))
     return dyn_cast<VarDecl>(Ref->getDecl());
   return nullptr;

@@ -1,6 +1,7 @@
 //===- MatcherUtil.cpp - Locating Findings in the user's files ------------===//
 
 #include "ddpify/MatcherUtil.h"
+#include "clang/AST/Expr.h"
 #include "clang/Basic/FileManager.h"
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/Lexer.h"
@@ -118,6 +119,16 @@ std::string indentationOf(const SourceManager &SM, SourceLocation Loc,
   llvm::StringRef Before = Buffer.slice(LineStart, Offset);
   StartsLine = Before.find_first_not_of(" \t") == llvm::StringRef::npos;
   return StartsLine ? Before.str() : "";
+}
+
+const clang::Expr *stripParensAndImplicit(const clang::Expr *E) {
+  while (E) {
+    const clang::Expr *Next = E->IgnoreImplicit()->IgnoreParens();
+    if (Next == E)
+      break;
+    E = Next;
+  }
+  return E;
 }
 
 } // namespace ddpify

@@ -67,26 +67,15 @@ bool isOptimizerStep(const CallExpr *Call) {
          derivesFrom(Method->getParent(), {"torch::optim::Optimizer"});
 }
 
-/// Parens, implicit casts and temporaries removed.
-const Expr *strip(const Expr *E) {
-  while (E) {
-    const Expr *Next = E->IgnoreImplicit()->IgnoreParens();
-    if (Next == E)
-      break;
-    E = Next;
-  }
-  return E;
-}
-
 /// The local, parameter, global or member (through `this`) an lvalue names.
 const ValueDecl *targetOf(const Expr *E) {
-  E = strip(E);
+  E = stripParensAndImplicit(E);
   if (!E)
     return nullptr;
   if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
     return dyn_cast<VarDecl>(Ref->getDecl());
   if (const auto *Member = dyn_cast<MemberExpr>(E))
-    if (isa<CXXThisExpr>(strip(Member->getBase())))
+    if (isa<CXXThisExpr>(stripParensAndImplicit(Member->getBase())))
       return dyn_cast<FieldDecl>(Member->getMemberDecl());
   return nullptr;
 }
@@ -172,9 +161,9 @@ private:
 
   /// `x = x + e` or `x = e + x`.
   static bool isSelfSum(const ValueDecl *D, const Expr *Rhs) {
-    Rhs = strip(Rhs);
+    Rhs = stripParensAndImplicit(Rhs);
     if (const auto *Cast = dyn_cast_or_null<ExplicitCastExpr>(Rhs))
-      Rhs = strip(Cast->getSubExpr());
+      Rhs = stripParensAndImplicit(Cast->getSubExpr());
     if (const auto *Add = dyn_cast_or_null<BinaryOperator>(Rhs))
       return Add->getOpcode() == BO_Add &&
              (targetOf(Add->getLHS()) == D || targetOf(Add->getRHS()) == D);
@@ -346,7 +335,7 @@ const ValueDecl *reducedBy(const Stmt *S) {
   const auto *E = dyn_cast_or_null<Expr>(S);
   if (!E)
     return nullptr;
-  E = strip(E);
+  E = stripParensAndImplicit(E);
   if (isAllReduceCall(E)) {
     const auto *Call = cast<CallExpr>(E);
     return Call->getNumArgs() ? targetOf(Call->getArg(0)) : nullptr;

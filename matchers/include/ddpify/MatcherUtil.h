@@ -17,6 +17,10 @@
 
 namespace ddpify {
 
+/// E with every layer of parentheses and implicit nodes (casts,
+/// temporaries, cleanups) removed; null stays null.
+const clang::Expr *stripParensAndImplicit(const clang::Expr *E);
+
 class FindingLocator {
 public:
   explicit FindingLocator(llvm::StringRef ProjectRoot)
