@@ -341,10 +341,10 @@ std::string cacheDirectory(const ToolOptions &Options, llvm::StringRef Root,
     return "";
   if (!Options.CacheDir.empty())
     return Options.CacheDir;
+  // Set but empty turns the cache off, as --no-cache does.
   if (std::optional<std::string> FromEnv =
           llvm::sys::Process::GetEnv("DDPIFY_CACHE_DIR"))
-    if (!FromEnv->empty())
-      return *FromEnv;
+    return *FromEnv;
   if (Options.HasFixedArgs)
     return "";
   llvm::SmallString<256> Json;

@@ -2,6 +2,12 @@
 (b) PyTorch's DistributedDataParallel and (c) one process without DDP,
 alternating, several repetitions, and prints medians and ratios.
 
+Also (c2): as many independent processes without DDP as there are ranks, at
+once, the slowest one's step time. It is what the machine gives N processes
+that never communicate (shared cores, caches and memory bandwidth, uneven
+ranks), so a - c2 is the cost of DDP itself, while a - c also holds what
+running N processes at once costs.
+
 usage: bench.py --bench <ddp_bench binary> [--reps N] [--world-size 2]
 """
 import argparse
@@ -27,8 +33,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run(cmd_for_rank, world_size):
-    """Starts world_size ranks, returns rank 0's RESULT dict."""
+def run(cmd_for_rank, world_size, every_rank=False):
+    """Starts world_size ranks, returns rank 0's RESULT dict (every rank's
+    RESULT, a list, with every_rank)."""
     port = free_port()
     procs = []
     for rank in range(world_size):
@@ -39,15 +46,22 @@ def run(cmd_for_rank, world_size):
         procs.append(subprocess.Popen(cmd_for_rank, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     result = None
+    results = []
     for rank, p in enumerate(procs):
         out, err = p.communicate(timeout=600)
         if p.returncode != 0:
             sys.exit(f"rank {rank} of {cmd_for_rank} failed ({p.returncode}):\n{err}")
         for line in out.splitlines():
             if line.startswith("RESULT "):
-                result = json.loads(line[len("RESULT "):])
+                results.append(json.loads(line[len("RESULT "):]))
+                if rank == 0:
+                    result = results[-1]
+    if every_rank:
+        if len(results) != world_size:
+            sys.exit(f"{len(results)} RESULTs from {world_size} ranks of {cmd_for_rank}")
+        return results
     if result is None:
-        sys.exit(f"no RESULT from {cmd_for_rank}")
+        sys.exit(f"no RESULT from rank 0 of {cmd_for_rank}")
     return result
 
 
@@ -67,12 +81,15 @@ def main():
         runs = {
             "a": lambda: run([args.bench, "--mode", "ddp"] + common, ws),
             "c": lambda: run([args.bench, "--mode", "single"] + common, 1),
+            "c2": lambda: max(run([args.bench, "--mode", "single"] + common, ws,
+                                  every_rank=True), key=lambda r: r["median_ms"]),
         }
         if model != "convnet_sync":  # PyTorch 1.13's SyncBatchNorm is CUDA only
             runs["b"] = lambda: run(
                 [args.python, os.path.join(HERE, "torch_ddp_bench.py")] + common, ws)
         samples = {k: [] for k in runs}
         cpu = {k: [] for k in runs}
+        # (c2)'s CPU time is the slowest process's; only (a), (b), (c) are shown.
         allreduce = []
         last_a = None
         order = list(runs)
@@ -89,6 +106,7 @@ def main():
         cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
         ar = statistics.median(allreduce)
         row = dict(model=model, batch=batch, a=med["a"], b=med.get("b"), c=med["c"],
+                   c2=med["c2"],
                    allreduce=ar, buckets=last_a["buckets"],
                    allreduces=last_a["allreduces_per_step"],
                    collectives=last_a["collectives_per_step"],
@@ -102,14 +120,16 @@ def main():
     print(f"{ws} Gloo ranks, 1 thread per rank, {args.reps} alternating repetitions, "
           "median step times in ms")
     print("| model | batch/rank | params | (a) ddp:: | (b) torch DDP | (c) 1 process "
-          "| a/b | a/c | a-c | bare all-reduce | buckets | all-reduces/step "
-          "| collectives/step | bytes/step |")
-    print("|" + "---|" * 14)
+          f"| (c2) {ws} processes | a/b | a/c | a-c | a-c2 | b-c2 | bare all-reduce "
+          "| buckets | all-reduces/step | collectives/step | bytes/step |")
+    print("|" + "---|" * 17)
     for r in rows:
         b = f"{r['b']:.2f}" if r["b"] else "n/a"
         ab = f"{r['a'] / r['b']:.2f}" if r["b"] else "n/a"
+        bc2 = f"{r['b'] - r['c2']:.2f}" if r["b"] else "n/a"
         print(f"| {r['model']} | {r['batch']} | {r['params']} | {r['a']:.2f} | {b} | "
-              f"{r['c']:.2f} | {ab} | {r['a'] / r['c']:.2f} | {r['a'] - r['c']:.2f} | "
+              f"{r['c']:.2f} | {r['c2']:.2f} | {ab} | {r['a'] / r['c']:.2f} | "
+              f"{r['a'] - r['c']:.2f} | {r['a'] - r['c2']:.2f} | {bc2} | "
               f"{r['allreduce']:.2f} | {r['buckets']} | {r['allreduces']:.0f} | "
               f"{r['collectives']:.0f} | {r['bytes']:.0f} |")
     print()

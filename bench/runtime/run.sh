@@ -5,7 +5,7 @@
 # built if needed, the benchmark goes into BUILD_DIR/bench-runtime.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-$root/build}
+build=$(cd "${1:-$root/build}" && pwd)
 reps=${2:-5}
 cmake --build "$build" --target ddp_runtime -j 2
 cmake -S "$root/bench/runtime" -B "$build/bench-runtime" -G Ninja \

@@ -8,13 +8,20 @@
 #include <string>
 #include <vector>
 
-// LibTorch declares BatchNormImplBase<D, Derived>::pretty_print in its header
-// but keeps the definition private to libtorch_cpu (the Debian 1.13 build does
-// not export it), while the vtables of any class deriving from
+#include <torch/version.h>
+
+// LibTorch 1.x declares BatchNormImplBase<D, Derived>::pretty_print in its
+// header but keeps the definition private to libtorch_cpu (the Debian 1.13
+// build does not export it), while the vtables of any class deriving from
 // BatchNorm{1,2,3}dImpl refer to it. This definition, instantiated for the
 // three bases, fills that gap; it prints what LibTorch prints. Template
 // instantiations are weak symbols, so a LibTorch that does export it wins
-// without a clash.
+// without a clash. Later releases define it in the header:
+// runtime/CMakeLists.txt checks which (a guess from the version without it).
+#if !defined(DDP_DEFINE_BATCHNORM_PRETTY_PRINT)
+#define DDP_DEFINE_BATCHNORM_PRETTY_PRINT (TORCH_VERSION_MAJOR < 2)
+#endif
+#if DDP_DEFINE_BATCHNORM_PRETTY_PRINT
 namespace torch {
 namespace nn {
 template <size_t D, typename Derived>
@@ -30,6 +37,7 @@ template void
 BatchNormImplBase<3, BatchNorm3dImpl>::pretty_print(std::ostream&) const;
 } // namespace nn
 } // namespace torch
+#endif
 
 namespace ddp {
 namespace detail {

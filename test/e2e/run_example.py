@@ -8,7 +8,8 @@ Steps (each a named check; every check that can still run is run, and the
 summary at the end names each one that failed):
   1. the original example is configured with CMake (its compile_commands.json)
      and built (the reference program of the no-launcher comparison);
-  2. `ddpify migrate --out-dir` writes the migrated tree;
+  2. `ddpify migrate --out-dir` writes the migrated tree; with --no-cache it
+     writes the same tree;
   3. `ddpify diff`, applied with `git apply` to a copy of the original tree,
      gives exactly the migrated tree;
   4. the migrated tree is configured and built against the ddpify build tree
@@ -377,6 +378,16 @@ def main():
         if not checks.record("migrate", code == 0 and os.path.isdir(migrated),
                              f"exit {code}\n{tail(err)}"):
             return False
+        # The same tree without the header cache (the run above used the
+        # default cache in the original's build folder).
+        uncached = os.path.join(work, "migrated-nocache")
+        code, out, err = run([ddpify, "migrate", "--no-cache", "--quiet",
+                              "--out-dir", uncached] + base + srcs,
+                             timeout=BUILD_TIMEOUT_S,
+                             log=os.path.join(logs, "migrate-nocache.log"))
+        if checks.record("migrate-nocache", code == 0, tail(err)):
+            difference = compare_trees(migrated, uncached)
+            checks.record("nocache-same-tree", not difference, difference)
         # 3. The diff is a patch that gives the migrated tree.
         code, patch, err = run([ddpify, "diff"] + base + srcs,
                                timeout=BUILD_TIMEOUT_S,

@@ -9,7 +9,13 @@ config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".test"]
 config.excludes = ["Inputs"]
 config.test_source_root = os.path.dirname(__file__)
-config.test_exec_root = config.lit_binary_dir
+# ddpify's precompiled-header cache (tool/HeaderCache.h) is on, shared by every
+# test; `lit --param cache=off` runs the whole suite without it, in its own
+# folder, so both runs may go at once (ctest's `lit` and `lit.nocache`).
+cache_on = lit_config.params.get("cache", "on") != "off"
+config.test_exec_root = (config.lit_binary_dir if cache_on
+                         else os.path.join(config.lit_binary_dir, "nocache"))
+os.makedirs(config.test_exec_root, exist_ok=True)
 
 torch_includes = " ".join("-I" + d for d in config.torch_include_dirs)
 compile_args = "-std=c++17 " + torch_includes
@@ -47,19 +53,22 @@ with tempfile.NamedTemporaryFile(dir=config.test_exec_root) as probe:
         subprocess.call(["chattr", "-i", probe.name])
         config.available_features.add("chattr")
 
-# ddpify's precompiled-header cache (tool/HeaderCache.h) is on, shared by every
-# test; `lit --param cache=off` runs the whole suite without it.
-if lit_config.params.get("cache", "on") == "off":
-    config.environment["DDPIFY_CACHE_DIR"] = ""
-else:
+# script(1) gives ddpify a terminal (progress.test).
+import shutil
+if shutil.which("script"):
+    config.available_features.add("script")
+
+if cache_on:
     config.environment["DDPIFY_CACHE_DIR"] = os.path.join(config.test_exec_root, "ddpify-cache")
+else:
+    config.environment["DDPIFY_CACHE_DIR"] = ""
 
 
 def syntax_check_pch():
     """A precompiled <torch/torch.h> for %syntax_check (each check would
     otherwise parse all of LibTorch), rebuilt when clang no longer accepts it
     (a changed header or flag); None when it cannot be built."""
-    pch = os.path.join(config.test_exec_root, "syntax-check-torch.pch")
+    pch = os.path.join(config.lit_binary_dir, "syntax-check-torch.pch")
     flags = compile_args.split()
 
     def accepted():
@@ -69,9 +78,11 @@ def syntax_check_pch():
 
     if accepted():
         return pch
-    header = os.path.join(config.test_exec_root, "syntax-check-torch.hpp")
-    with open(header, "w") as f:
-        f.write("#include <torch/torch.h>\n")
+    header = os.path.join(config.lit_binary_dir, "syntax-check-torch.hpp")
+    if not os.path.exists(header):
+        with open(header + ".tmp-%d" % os.getpid(), "w") as f:
+            f.write("#include <torch/torch.h>\n")
+        os.replace(header + ".tmp-%d" % os.getpid(), header)
     temp = pch + ".tmp-%d" % os.getpid()
     if subprocess.call([config.clangxx, *flags, "-x", "c++-header", header, "-o", temp],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) != 0:
@@ -82,10 +93,9 @@ def syntax_check_pch():
 
 # The migrated program is checked with <torch/torch.h> precompiled in front:
 # the same meaning (it includes LibTorch itself, which is guarded), a fraction
-# of the time.
-if lit_config.params.get("cache", "on") != "off":
-    pch = syntax_check_pch()
-    if pch:
-        config.substitutions.insert(0, (
-            "%syntax_check",
-            config.clangxx + " -fsyntax-only " + compile_args + " -include-pch " + pch + " -I" + runtime_include))
+# of the time. Also with cache=off: that parameter is about ddpify's cache.
+pch = syntax_check_pch()
+if pch:
+    config.substitutions.insert(0, (
+        "%syntax_check",
+        config.clangxx + " -fsyntax-only " + compile_args + " -include-pch " + pch + " -I" + runtime_include))

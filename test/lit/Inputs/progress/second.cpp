@@ -1,0 +1,1 @@
+int second() { return 2; }
