@@ -122,52 +122,51 @@ bool derivesFrom(const CXXRecordDecl *Class, llvm::StringRef QualifiedName) {
   return false;
 }
 
-/// An optimizer, a pointer or reference to one, or a smart pointer to one.
-bool isOptimizerType(QualType Type) {
+/// The class a value of Type is, or points or refers to.
+const CXXRecordDecl *classOf(QualType Type) {
   Type = Type.getNonReferenceType();
   if (Type->isPointerType())
     Type = Type->getPointeeType();
-  const CXXRecordDecl *Class = Type.getCanonicalType()->getAsCXXRecordDecl();
-  if (!Class)
+  return Type.getCanonicalType()->getAsCXXRecordDecl();
+}
+
+/// Whether Class is one of the class templates Wrappers instantiated for a
+/// class deriving from Base (std::shared_ptr<NetImpl>, ...).
+bool wrapsDerived(const CXXRecordDecl *Class,
+                  llvm::ArrayRef<llvm::StringRef> Wrappers,
+                  llvm::StringRef Base) {
+  const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(Class);
+  if (!Spec || Spec->getTemplateArgs().size() == 0 ||
+      !llvm::is_contained(Wrappers, Spec->getQualifiedNameAsString()))
     return false;
-  if (derivesFrom(Class, "torch::optim::Optimizer"))
-    return true;
-  const auto *Smart = dyn_cast<ClassTemplateSpecializationDecl>(Class);
-  if (!Smart || Smart->getTemplateArgs().size() == 0)
-    return false;
-  std::string Name = Smart->getQualifiedNameAsString();
-  if (Name != "std::unique_ptr" && Name != "std::shared_ptr")
-    return false;
-  const TemplateArgument &Arg = Smart->getTemplateArgs()[0];
+  const TemplateArgument &Arg = Spec->getTemplateArgs()[0];
   return Arg.getKind() == TemplateArgument::Type &&
-         derivesFrom(Arg.getAsType()->getAsCXXRecordDecl(),
-                     "torch::optim::Optimizer");
+         derivesFrom(Arg.getAsType()->getAsCXXRecordDecl(), Base);
+}
+
+/// An optimizer, a pointer or reference to one, or a smart pointer to one.
+bool isOptimizerType(QualType Type) {
+  const CXXRecordDecl *Class = classOf(Type);
+  return derivesFrom(Class, "torch::optim::Optimizer") ||
+         wrapsDerived(Class, {"std::unique_ptr", "std::shared_ptr"},
+                      "torch::optim::Optimizer");
 }
 
 bool isModuleType(QualType Type) {
-  Type = Type.getNonReferenceType();
-  if (Type->isPointerType())
-    Type = Type->getPointeeType();
-  const CXXRecordDecl *Class = Type.getCanonicalType()->getAsCXXRecordDecl();
+  const CXXRecordDecl *Class = classOf(Type);
   if (!Class)
     return false;
   if (derivesFrom(Class, "torch::nn::Module"))
     return true;
-  // TORCH_MODULE holders and std::shared_ptr<Net>.
-  const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(Class);
-  if (derivesFrom(Class, "torch::nn::ModuleHolder") && !Spec) {
+  // TORCH_MODULE holders (Net derives from ModuleHolder<NetImpl>) and
+  // std::shared_ptr<NetImpl>.
+  if (!isa<ClassTemplateSpecializationDecl>(Class) &&
+      derivesFrom(Class, "torch::nn::ModuleHolder"))
     for (const CXXBaseSpecifier &Base : Class->bases())
       if (isModuleType(Base.getType()))
         return true;
-  }
-  if (!Spec || Spec->getTemplateArgs().size() == 0)
-    return false;
-  std::string Name = Spec->getQualifiedNameAsString();
-  const TemplateArgument &Arg = Spec->getTemplateArgs()[0];
-  return (Name == "std::shared_ptr" || Name == "torch::nn::ModuleHolder") &&
-         Arg.getKind() == TemplateArgument::Type &&
-         derivesFrom(Arg.getAsType()->getAsCXXRecordDecl(),
-                     "torch::nn::Module");
+  return wrapsDerived(Class, {"std::shared_ptr", "torch::nn::ModuleHolder"},
+                      "torch::nn::Module");
 }
 
 bool isLoop(const Stmt *S) {

@@ -365,6 +365,23 @@ void readBuildFile(BuildFile &File,
         return &T;
     return nullptr;
   };
+  // Name = Values followed by the items of Args (for set(), up to CACHE or
+  // PARENT_SCOPE); a value that cannot be expanded makes Name unknown.
+  auto Assign = [&](const std::string &Name, std::vector<std::string> Values,
+                    llvm::ArrayRef<CMakeArgument> Args, bool StopAtScope) {
+    for (const CMakeArgument &Arg : Args) {
+      if (StopAtScope && Arg.Kind == CMakeArgument::Unquoted &&
+          (Arg.Value == "CACHE" || Arg.Value == "PARENT_SCOPE"))
+        break;
+      std::optional<std::vector<std::string>> Items = items(Arg, Vars);
+      if (!Items) {
+        Vars.erase(Name);
+        return;
+      }
+      Values.insert(Values.end(), Items->begin(), Items->end());
+    }
+    Vars[Name] = llvm::join(Values, ";");
+  };
   auto AddSources = [&](Target &T, llvm::ArrayRef<CMakeArgument> Args) {
     for (const CMakeArgument &Arg : Args) {
       if (Arg.Kind == CMakeArgument::Unquoted && isKeyword(Arg.Value))
@@ -392,24 +409,7 @@ void readBuildFile(BuildFile &File,
       Vars["PROJECT_SOURCE_DIR"] = File.Dir;
       Vars[Name + "_SOURCE_DIR"] = File.Dir;
     } else if (C.Name == "set" && !Args.empty()) {
-      std::string Name = Expanded(Args[0]);
-      std::vector<std::string> Values;
-      bool Known = true;
-      for (const CMakeArgument &Arg : Args.drop_front()) {
-        if (Arg.Kind == CMakeArgument::Unquoted &&
-            (Arg.Value == "CACHE" || Arg.Value == "PARENT_SCOPE"))
-          break;
-        std::optional<std::vector<std::string>> Items = items(Arg, Vars);
-        if (!Items) {
-          Known = false;
-          break;
-        }
-        Values.insert(Values.end(), Items->begin(), Items->end());
-      }
-      if (Known)
-        Vars[Name] = llvm::join(Values, ";");
-      else
-        Vars.erase(Name);
+      Assign(Expanded(Args[0]), {}, Args.drop_front(), /*StopAtScope=*/true);
     } else if (C.Name == "list" && Args.size() >= 2 &&
                Args[0].Value == "APPEND") {
       std::string Name = Expanded(Args[1]);
@@ -417,19 +417,8 @@ void readBuildFile(BuildFile &File,
       std::vector<std::string> Values;
       if (Existing != Vars.end() && !Existing->second.empty())
         Values.push_back(Existing->second);
-      bool Known = true;
-      for (const CMakeArgument &Arg : Args.drop_front(2)) {
-        std::optional<std::vector<std::string>> Items = items(Arg, Vars);
-        if (!Items) {
-          Known = false;
-          break;
-        }
-        Values.insert(Values.end(), Items->begin(), Items->end());
-      }
-      if (Known)
-        Vars[Name] = llvm::join(Values, ";");
-      else
-        Vars.erase(Name);
+      Assign(Name, std::move(Values), Args.drop_front(2),
+             /*StopAtScope=*/false);
     } else if (C.Name == "find_package" && !Args.empty()) {
       std::string Package = Expanded(Args[0]);
       if (Package == "Torch" && !File.FindTorch)

@@ -2,9 +2,45 @@
 
 #include "ddpify/EditSet.h"
 #include "ddpify/IncludeInserter.h"
+#include "clang/Format/Format.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 namespace ddpify {
+namespace {
+
+/// Only C and C++ files are formatted: edits also reach CMakeLists.txt.
+bool isCOrCxxFile(llvm::StringRef Path) {
+  std::string Extension = llvm::sys::path::extension(Path).lower();
+  return llvm::is_contained({".c", ".cc", ".cpp", ".cxx", ".c++", ".cu", ".h",
+                             ".hh", ".hpp", ".hxx", ".h++", ".cuh", ".inl",
+                             ".ipp", ".tpp"},
+                            Extension);
+}
+
+llvm::Expected<clang::format::FormatStyle>
+formatStyleFor(llvm::StringRef Style, llvm::StringRef File,
+               llvm::StringRef Code) {
+  llvm::Expected<clang::format::FormatStyle> Format =
+      clang::format::getStyle(Style, File, /*FallbackStyle=*/"none", Code);
+  if (!Format)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(), "format style '%s' for '%s': %s",
+        Style.str().c_str(), File.str().c_str(),
+        llvm::toString(Format.takeError()).c_str());
+  return Format;
+}
+
+} // namespace
+
+llvm::Error checkFormatStyle(llvm::StringRef Style, llvm::StringRef File) {
+  if (Style == "none")
+    return llvm::Error::success();
+  llvm::Expected<clang::format::FormatStyle> Format =
+      formatStyleFor(Style, File, "");
+  return Format ? llvm::Error::success() : Format.takeError();
+}
 
 llvm::Expected<std::string> readFile(llvm::StringRef Path) {
   auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false,
@@ -56,7 +92,18 @@ llvm::Expected<std::string> EditSet::apply(llvm::StringRef File) const {
   auto Edits = PerFile.find(File.str());
   if (Edits == PerFile.end())
     return Code;
-  return clang::tooling::applyAllReplacements(*Code, Edits->second);
+  if (FormatStyle == "none" || !isCOrCxxFile(File))
+    return clang::tooling::applyAllReplacements(*Code, Edits->second);
+  llvm::Expected<clang::format::FormatStyle> Style =
+      formatStyleFor(FormatStyle, File, *Code);
+  if (!Style)
+    return Style.takeError();
+  // The edits plus the formatting of the lines they touch, nothing else.
+  llvm::Expected<clang::tooling::Replacements> Formatted =
+      clang::format::formatReplacements(*Code, Edits->second, *Style);
+  if (!Formatted)
+    return Formatted.takeError();
+  return clang::tooling::applyAllReplacements(*Code, *Formatted);
 }
 
 } // namespace ddpify

@@ -663,6 +663,7 @@ int runLint(const ToolOptions &Options, const LintOptions &LintOpts,
       PipelineResult Fixed;
       Fixed.Root = Result.Root;
       Fixed.Edits = std::move(Edits);
+      Fixed.Edits.setFormatStyle(Options.FormatStyle);
       if (int Status = writeMigration(FixOptions, Fixed))
         return Status;
     }

@@ -519,6 +519,7 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
                                   }),
                    Findings.end());
 
+  Result.Edits.setFormatStyle(Options.FormatStyle);
   for (const Finding &F : Findings)
     for (const Replacement &Edit : editsFor(F))
       if (llvm::Error Err = Result.Edits.add(Edit)) {

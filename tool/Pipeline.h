@@ -40,6 +40,9 @@ struct ToolOptions {
   std::string ResourceDir;
   /// migrate/diff: --report, where the report is written as JSON.
   std::string ReportPath;
+  /// --format-style: how the lines that edits touch are formatted
+  /// (EditSet::setFormatStyle).
+  std::string FormatStyle = "none";
 };
 
 struct PipelineResult {

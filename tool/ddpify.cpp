@@ -110,6 +110,14 @@ cl::opt<bool> CacheTrace("cache-trace",
                                   "was reused or built"),
                          cl::cat(DdpifyCategory), cl::Hidden);
 
+cl::opt<std::string> FormatStyle(
+    "format-style",
+    cl::desc("Format the lines ddpify changes (migrate, diff, lint --fix) "
+             "with clang-format: none (default), file (the nearest "
+             ".clang-format; none without one), llvm, google, ... or "
+             "\"{key: value, ...}\""),
+    cl::init("none"), cl::value_desc("style"), cl::cat(DdpifyCategory));
+
 cl::opt<bool> Quiet("quiet",
                     cl::desc("No progress or statistics on stderr (errors "
                              "and not-rewritten items are still shown)"),
@@ -270,6 +278,7 @@ int main(int argc, const char **argv) {
   Options.Checks = Checks;
   Options.ResourceDir = findResourceDir(argv[0]);
   Options.ReportPath = ReportFile;
+  Options.FormatStyle = FormatStyle;
 
   if (Options.Sources.empty()) {
     errs() << "ddpify: error: no source files given\n";
@@ -295,6 +304,13 @@ int main(int argc, const char **argv) {
   }
   if (Options.RunMode == Mode::Lint && ReportFile.getNumOccurrences()) {
     errs() << "ddpify: error: --report only applies to migrate and diff\n";
+    return ExitError;
+  }
+  // A style that cannot be read is an error before anything is parsed.
+  if (llvm::Error Err =
+          checkFormatStyle(Options.FormatStyle, Options.Sources.front())) {
+    errs() << "ddpify: error: --format-style: " << toString(std::move(Err))
+           << "\n";
     return ExitError;
   }
   LintOpts.Format = Format;

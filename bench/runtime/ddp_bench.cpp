@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
     }
     torch::optim::SGD opt(model->parameters(),
                           torch::optim::SGDOptions(0.01).momentum(0.9));
-    std::vector<double> times;
+    std::vector<double> times, forward_times, backward_times, step_times;
     double cpu_start = 0;
     for (int i = 0; i < args.warmup + args.steps; ++i) {
       if (i == args.warmup) {
@@ -190,13 +190,21 @@ int main(int argc, char** argv) {
         }
         cpu_start = cpu_ms();
       }
+      // Where the time goes: forward (with zero_grad), backward (with
+      // DDP's final wait), optimizer step.
       const double t0 = now_ms();
       opt.zero_grad();
       auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+      const double t1 = now_ms();
       loss.backward();
+      const double t2 = now_ms();
       opt.step();
+      const double t3 = now_ms();
       if (i >= args.warmup) {
-        times.push_back(now_ms() - t0);
+        times.push_back(t3 - t0);
+        forward_times.push_back(t1 - t0);
+        backward_times.push_back(t2 - t1);
+        step_times.push_back(t3 - t2);
       }
     }
     const double cpu_per_step = (cpu_ms() - cpu_start) / args.steps;
@@ -210,12 +218,15 @@ int main(int argc, char** argv) {
       std::printf(
           "RESULT {\"mode\": \"%s\", \"model\": \"%s\", \"batch\": %lld, "
           "\"params\": %lld, \"median_ms\": %.4f, \"cpu_ms\": %.4f, "
+          "\"forward_ms\": %.4f, \"backward_ms\": %.4f, \"step_ms\": %.4f, "
           "\"buckets\": %lld, "
           "\"allreduces_per_step\": %.3f, \"collectives_per_step\": %.3f, "
           "\"bytes_per_step\": %.1f}\n",
           args.mode.c_str(), args.model.c_str(),
           static_cast<long long>(args.batch), static_cast<long long>(numel),
-          median(times), cpu_per_step, static_cast<long long>(buckets),
+          median(times), cpu_per_step, median(forward_times),
+          median(backward_times), median(step_times),
+          static_cast<long long>(buckets),
           double(stats.allreduces) / args.steps,
           double(stats.collectives()) / args.steps,
           double(stats.bytes) / args.steps);

@@ -48,7 +48,7 @@ def main():
     y = torch.randint(0, 10, (args.batch,))
     ddp_model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    times = []
+    times, forward_times, backward_times, step_times = [], [], [], []
     cpu_start = 0.0
     for i in range(args.warmup + args.steps):
         if i == args.warmup:
@@ -57,16 +57,25 @@ def main():
         t0 = time.perf_counter()
         opt.zero_grad()
         loss = F.cross_entropy(ddp_model(x), y)
+        t1 = time.perf_counter()
         loss.backward()
+        t2 = time.perf_counter()
         opt.step()
+        t3 = time.perf_counter()
         if i >= args.warmup:
-            times.append((time.perf_counter() - t0) * 1000.0)
+            times.append((t3 - t0) * 1000.0)
+            forward_times.append((t1 - t0) * 1000.0)
+            backward_times.append((t2 - t1) * 1000.0)
+            step_times.append((t3 - t2) * 1000.0)
     cpu_per_step = (cpu_ms() - cpu_start) / args.steps
     if dist.get_rank() == 0:
         print("RESULT " + json.dumps({
             "mode": "torch_ddp", "model": args.model, "batch": args.batch,
             "params": sum(p.numel() for p in model.parameters()),
-            "median_ms": statistics.median(times), "cpu_ms": cpu_per_step}),
+            "median_ms": statistics.median(times), "cpu_ms": cpu_per_step,
+            "forward_ms": statistics.median(forward_times),
+            "backward_ms": statistics.median(backward_times),
+            "step_ms": statistics.median(step_times)}),
               flush=True)
     dist.barrier()
     dist.destroy_process_group()

@@ -4,6 +4,9 @@
 
 #include <ddp/data_parallel.h>
 
+#include "env_launcher.h"
+#include "shm_allreduce.h"
+
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -216,6 +219,7 @@ public:
     stats_ = {};
   }
   int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
+  bool uses_shared_memory() const { return static_cast<bool>(shm_); }
   std::vector<std::vector<std::string>> bucket_parameter_names() const {
     std::vector<std::vector<std::string>> names;
     for (const auto& bucket : buckets_) {
@@ -291,6 +295,9 @@ private:
     size_t pending = 0;
     bool launched = false;
     c10::intrusive_ptr<c10d::Work> work;
+    // Byte offset of `flat` in this rank's shared-memory region, when the
+    // buckets live there (shm_).
+    int64_t shm_offset = -1;
   };
 
   // The parameter's slot in its bucket. An alias of the bucket's storage
@@ -343,8 +350,14 @@ private:
   }
 
   void launch(Bucket& bucket) {
-    std::vector<torch::Tensor> tensors{bucket.flat};
-    bucket.work = pg_->allreduce(tensors);
+    if (shm_) {
+      // Synchronous, and already averaged: two barriers around one pass.
+      shm_->allreduce(bucket.shm_offset, bucket.flat.numel(),
+                      bucket.grad_numel, bucket.flat.scalar_type());
+    } else {
+      std::vector<torch::Tensor> tensors{bucket.flat};
+      bucket.work = pg_->allreduce(tensors);
+    }
     bucket.launched = true;
     ++stats_.allreduces;
     stats_.bytes +=
@@ -402,9 +415,10 @@ private:
 
     torch::NoGradGuard no_grad;
     for (auto& bucket : buckets_) {
-      bucket.work->wait();
-      auto grads = bucket.flat.narrow(0, 0, bucket.grad_numel);
-      grads.div_(world_size_);
+      if (bucket.work) {
+        bucket.work->wait();
+        bucket.flat.narrow(0, 0, bucket.grad_numel).div_(world_size_);
+      }
       auto flags = bucket.flat.narrow(0, bucket.grad_numel, bucket.slots.size())
                        .to(torch::kCPU, torch::kFloat);
       const float* flag = flags.data_ptr<float>();
@@ -572,6 +586,7 @@ private:
     // Keyed buckets closed out of order: sort by their first parameter.
     std::stable_sort(closed.begin(), closed.end(),
                      [](const auto& a, const auto& b) { return a[0] < b[0]; });
+    int64_t shm_bytes = 0;
     for (auto& members : closed) {
       Bucket bucket;
       int64_t offset = 0;
@@ -587,9 +602,45 @@ private:
       bucket.flat =
           torch::zeros({offset + static_cast<int64_t>(members.size())},
                        first.options().requires_grad(false));
+      bucket.shm_offset = shm_bytes;
+      shm_bytes += (bucket.flat.nbytes() + 63) / 64 * 64;
       bucket.slots = std::move(members);
       bucket.pending = bucket.slots.size();
       buckets_.push_back(std::move(bucket));
+    }
+    move_buckets_to_shared_memory(shm_bytes);
+  }
+
+  // Ranks of one host with CPU buckets all-reduce through shared memory
+  // (shm_allreduce.h) instead of Gloo's sockets. All ranks decide together:
+  // the buckets must live in the segment on every rank or on none.
+  void move_buckets_to_shared_memory(int64_t bytes) {
+    bool wanted = options_.shared_memory() &&
+        shared_memory_allowed_by_env() && !buckets_.empty();
+    for (const auto& bucket : buckets_) {
+      wanted = wanted && bucket.flat.device().is_cpu();
+    }
+    auto agreed = torch::tensor({wanted ? 1 : 0}, torch::kInt);
+    std::vector<torch::Tensor> tensors{agreed};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = c10d::ReduceOp::MIN;
+    pg_->allreduce(tensors, opts)->wait();
+    if (agreed.item<int>() == 0) {
+      return;
+    }
+    shm_ = SharedMemoryGroup::create(pg_, bytes, collective_timeout());
+    if (!shm_) {
+      return;
+    }
+    char* region = static_cast<char*>(shm_->local_region());
+    for (auto& bucket : buckets_) {
+      // The storage keeps the mapping alive: gradients may outlive the
+      // wrapper as views of their bucket.
+      auto flat = torch::from_blob(
+          region + bucket.shm_offset, bucket.flat.sizes(),
+          [keep = shm_](void*) {}, bucket.flat.options());
+      flat.zero_();
+      bucket.flat = flat;
     }
   }
 
@@ -630,6 +681,7 @@ private:
 
   DistributedDataParallelOptions options_;
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  std::shared_ptr<SharedMemoryGroup> shm_;
   int world_size_ = 1;
   int rank_ = 0;
   std::vector<std::string> all_names_;
@@ -754,6 +806,10 @@ void DistributedDataParallelBase::reset_stats() {
 bool DistributedDataParallelBase::wraps(torch::nn::Module& module) const {
   return reducer_ && checked_reducer()->holds_parameters_of(module);
 }
+bool DistributedDataParallelBase::uses_shared_memory() const {
+  return checked_reducer()->uses_shared_memory();
+}
+
 int64_t DistributedDataParallelBase::bucket_count() const {
   return checked_reducer()->bucket_count();
 }

@@ -336,6 +336,14 @@ c10::intrusive_ptr<c10d::ProcessGroup> group_for(const char* what_op) {
       seconds_text(s.env.timeout) + "): " + what);
 }
 
+} // namespace
+
+std::chrono::milliseconds detail::collective_timeout() {
+  return state().env.timeout;
+}
+
+namespace {
+
 void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what_op) {
   try {
     work->wait();

@@ -49,6 +49,9 @@ EnvConfig read_environment(const Getenv& getenv_fn,
 /// The process's environment (::getenv).
 Getenv process_environment();
 
+/// The timeout of the process group ddp::init made (distributed.cpp).
+std::chrono::milliseconds collective_timeout();
+
 /// Removes --local_rank N, --local_rank=N, --local-rank N, --local-rank=N
 /// from argv (argc adjusted, argv[argc] == nullptr) and returns the last
 /// value found. Throws std::runtime_error on a missing or bad value.

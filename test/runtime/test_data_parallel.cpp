@@ -9,6 +9,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <dirent.h>
+
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -168,6 +172,128 @@ TEST(DataParallel, TwoRanksMatchOneProcessWithGlobalBatch) {
 
 TEST(DataParallel, ThreeRanksMatchOneProcessWithGlobalBatch) {
   matches_single_process(3);
+}
+
+// Ranks of one host all-reduce through shared memory by default; the result
+// is the same as through Gloo: bit for bit with 2 ranks ((a + b) / 2 either
+// way), to rounding with 3 (another summation order). DDP_SHM=0 and
+// shared_memory(false) turn it off.
+void shared_memory_matches_process_group(int world_size) {
+  ddp_test::run_ranks(world_size, [] {
+    auto shm_model = make_net(7 + 100 * ddp::rank());
+    auto gloo_model = make_net(7 + 100 * ddp::rank());
+    ddp::DistributedDataParallel shm_ddp(shm_model);
+    ddp::DistributedDataParallel gloo_ddp(
+        gloo_model, ddp::DistributedDataParallelOptions().shared_memory(false));
+    ASSERT_TRUE(shm_ddp.uses_shared_memory());
+    ASSERT_FALSE(gloo_ddp.uses_shared_memory());
+    auto shm_opt = make_sgd(*shm_model);
+    auto gloo_opt = make_sgd(*gloo_model);
+    for (int step = 0; step < kSteps; ++step) {
+      auto [x, y] = local_batch(step);
+      shm_opt->zero_grad();
+      gloo_opt->zero_grad();
+      torch::mse_loss(shm_model->forward(x), y).backward();
+      torch::mse_loss(gloo_model->forward(x), y).backward();
+      shm_opt->step();
+      gloo_opt->step();
+    }
+    EXPECT_EQ(shm_ddp.stats().allreduces, kSteps * shm_ddp.bucket_count());
+    auto shm_params = shm_model->named_parameters();
+    for (const auto& item : gloo_model->named_parameters()) {
+      if (ddp::world_size() == 2) {
+        EXPECT_TRUE(torch::equal(shm_params[item.key()], item.value()))
+            << item.key();
+      } else {
+        expect_close(shm_params[item.key()], item.value(), item.key());
+      }
+    }
+    // The segment's name is gone once every rank has mapped it.
+    DIR* dir = opendir("/dev/shm");
+    if (dir != nullptr) {
+      while (dirent* entry = readdir(dir)) {
+        const std::string name = entry->d_name;
+        EXPECT_NE(name.rfind("ddp-" + std::to_string(getpid()), 0), 0u)
+            << "left in /dev/shm: " << name;
+      }
+      closedir(dir);
+    }
+    write_bytes(*shm_model, "params");
+  });
+  if (!ddp_test::is_worker()) {
+    expect_identical_files("params", world_size);
+  }
+}
+
+TEST(DataParallel, SharedMemoryMatchesProcessGroupTwoRanks) {
+  shared_memory_matches_process_group(2);
+}
+
+TEST(DataParallel, SharedMemoryMatchesProcessGroupThreeRanks) {
+  shared_memory_matches_process_group(3);
+}
+
+TEST(DataParallel, SharedMemoryOffByEnvironment) {
+  ddp_test::RankOptions options;
+  options.env = {{"DDP_SHM", "0"}};
+  ddp_test::run_ranks(
+      2,
+      [] {
+        auto model = make_net(7);
+        ddp::DistributedDataParallel model_ddp(model);
+        EXPECT_FALSE(model_ddp.uses_shared_memory());
+        model->forward(torch::randn({2, 3, 8, 8})).sum().backward();
+        EXPECT_EQ(model_ddp.stats().synced_backwards, 1);
+      },
+      options);
+}
+
+// A rank that exits in the middle of training: its peer, waiting in a
+// shared-memory all-reduce, fails with an error that names it, long before
+// the timeout (60 s here).
+TEST(DataParallel, SharedMemoryPeerExitIsAnError) {
+  ddp_test::RankOptions options;
+  options.env = {{"DDP_TIMEOUT_SECONDS", "60"}};
+  const auto statuses = ddp_test::run_ranks_status(
+      2,
+      [] {
+        auto model = make_net(7);
+        ddp::DistributedDataParallel model_ddp(model);
+        ASSERT_TRUE(model_ddp.uses_shared_memory());
+        if (ddp::rank() == 1) {
+          std::_Exit(5);
+        }
+        std::string message;
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          model->forward(torch::randn({2, 3, 8, 8})).sum().backward();
+        } catch (const std::exception& e) {
+          message = e.what();
+        }
+        const double seconds = std::chrono::duration<double>(
+                                   std::chrono::steady_clock::now() - start)
+                                   .count();
+        std::ofstream(ddp_test::shared_dir() + "/error")
+            << seconds << "\n"
+            << message;
+      },
+      options);
+  if (ddp_test::is_worker()) {
+    return;
+  }
+  ASSERT_EQ(statuses.size(), 2u);
+  EXPECT_EQ(statuses[1], 5);
+  EXPECT_EQ(statuses[0], 0);
+  std::ifstream in(ddp_test::shared_dir() + "/error");
+  double seconds = 0;
+  in >> seconds;
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("rank 1 (pid"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("exited during a gradient all-reduce"),
+            std::string::npos)
+      << text.str();
+  EXPECT_LT(seconds, 30) << text.str();
 }
 
 // The three ways a program can hold its model.

@@ -21,8 +21,15 @@ public:
   /// not include it yet). Reads each file from disk.
   llvm::Error addRuntimeIncludes();
 
-  /// The new contents of File (read from disk) with its edits applied.
+  /// The new contents of File (read from disk) with its edits applied; in
+  /// a C or C++ file, the lines they touch are then formatted in the
+  /// clang-format style set by setFormatStyle().
   llvm::Expected<std::string> apply(llvm::StringRef File) const;
+
+  /// A clang-format style ("none", the default: no formatting; "file": the
+  /// nearest .clang-format above each file, none when there is none; "llvm",
+  /// "google", ...; or "{key: value, ...}"), as clang-tidy's --format-style.
+  void setFormatStyle(std::string Style) { FormatStyle = std::move(Style); }
 
   const std::map<std::string, clang::tooling::Replacements> &files() const {
     return PerFile;
@@ -34,7 +41,12 @@ public:
 private:
   std::map<std::string, clang::tooling::Replacements> PerFile;
   unsigned IncludesAdded = 0;
+  std::string FormatStyle = "none";
 };
+
+/// The clang-format style Style means for File (see setFormatStyle), or why
+/// it has none (an unknown name, a .clang-format that does not parse).
+llvm::Error checkFormatStyle(llvm::StringRef Style, llvm::StringRef File);
 
 /// Reads a whole file.
 llvm::Expected<std::string> readFile(llvm::StringRef Path);

@@ -53,6 +53,13 @@ struct DistributedDataParallelOptions {
   /// a copy into and out of the bucket per step (PyTorch's
   /// gradient_as_bucket_view).
   TORCH_ARG(bool, gradient_as_bucket_view) = true;
+  /// When every rank runs on this host and the gradients are on the CPU,
+  /// keep the buckets in POSIX shared memory and all-reduce them there
+  /// instead of through the process group's sockets (Gloo): the same
+  /// result, bit for bit on every rank, without the copies through the
+  /// kernel. Falls back to the process group when a rank cannot map the
+  /// segment. The environment variable DDP_SHM=0 turns it off.
+  TORCH_ARG(bool, shared_memory) = true;
 };
 
 /// Communication counters, cumulative since construction or reset_stats().
@@ -121,6 +128,10 @@ public:
   bool wraps(torch::nn::Module& module) const;
   /// Number of gradient buckets (one all-reduce each per synced backward).
   int64_t bucket_count() const;
+  /// Whether the buckets are all-reduced through shared memory
+  /// (DistributedDataParallelOptions::shared_memory) rather than the
+  /// process group.
+  bool uses_shared_memory() const;
   /// Names (from named_parameters()) of the parameters in each bucket, in
   /// the order they are packed.
   std::vector<std::vector<std::string>> bucket_parameter_names() const;

@@ -1,0 +1,70 @@
+// Gradient all-reduce through shared memory, for ranks on one host.
+//
+// Gloo moves CPU tensors through TCP sockets even between processes of one
+// machine: every byte is copied into and out of the kernel on both sides.
+// When every rank can map the same POSIX shared-memory segment, the
+// DistributedDataParallel buckets live in it instead (each rank its own
+// region) and an all-reduce is two barriers around one pass: rank r sums
+// its share of every rank's region, in rank order, and writes the result
+// back into every region. Nothing is copied through the kernel; every rank
+// ends with the same bits, as with Gloo.
+
+#pragma once
+
+#include <torch/torch.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ddp {
+namespace detail {
+
+class SharedMemoryGroup {
+public:
+  /// Collective over `group`: a segment of `bytes_per_rank` bytes per rank,
+  /// mapped by every rank. nullptr on every rank when one of them cannot map
+  /// it (another host, /dev/shm too small, no shared memory): the caller
+  /// then uses the process group. The segment's name is removed as soon as
+  /// every rank has it open, so nothing is left behind when a rank dies.
+  static std::shared_ptr<SharedMemoryGroup>
+  create(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+         int64_t bytes_per_rank, std::chrono::milliseconds timeout);
+
+  ~SharedMemoryGroup();
+  SharedMemoryGroup(const SharedMemoryGroup&) = delete;
+  SharedMemoryGroup& operator=(const SharedMemoryGroup&) = delete;
+
+  /// This rank's region: 64-byte aligned, `bytes_per_rank` long.
+  void* local_region() const { return region(rank_); }
+
+  /// Collective: the `numel` elements of `dtype` at byte `offset` of every
+  /// rank's region become their sum over the ranks (added in rank order),
+  /// the first `averaged` of them divided by the world size. Throws when a
+  /// peer does not arrive within the timeout.
+  void allreduce(int64_t offset, int64_t numel, int64_t averaged,
+                 c10::ScalarType dtype);
+
+private:
+  SharedMemoryGroup(void* base, size_t size, int rank, int world_size,
+                    int64_t bytes_per_rank, std::chrono::milliseconds timeout);
+  void* region(int rank) const;
+  void barrier(const char* where);
+
+  void* base_;
+  size_t size_;
+  int rank_;
+  int world_size_;
+  int64_t bytes_per_rank_;
+  std::chrono::milliseconds timeout_;
+  uint32_t barriers_passed_ = 0;
+};
+
+/// Whether DDP may use shared memory: not when DDP_SHM is "0".
+bool shared_memory_allowed_by_env();
+
+} // namespace detail
+} // namespace ddp
