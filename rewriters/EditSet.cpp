@@ -25,10 +25,10 @@ formatStyleFor(llvm::StringRef Style, llvm::StringRef File,
   llvm::Expected<clang::format::FormatStyle> Format =
       clang::format::getStyle(Style, File, /*FallbackStyle=*/"none", Code);
   if (!Format)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(), "format style '%s' for '%s': %s",
-        Style.str().c_str(), File.str().c_str(),
-        llvm::toString(Format.takeError()).c_str());
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "format style '%s' for '%s': %s",
+                                   Style.str().c_str(), File.str().c_str(),
+                                   llvm::toString(Format.takeError()).c_str());
   return Format;
 }
 

@@ -56,6 +56,10 @@ Args parse(int argc, char** argv) {
         args.ddp_options.bucket_cap_mb(std::stod(value()));
       } else if (a == "--bucket-view") {
         args.ddp_options.gradient_as_bucket_view(std::stoi(value()) != 0);
+      } else if (a == "--broadcast-buffers") {
+        args.ddp_options.broadcast_buffers(std::stoi(value()) != 0);
+      } else if (a == "--shared-memory") {
+        args.ddp_options.shared_memory(std::stoi(value()) != 0);
       } else {
         std::cerr << "ddp_bench: unknown argument " << a << "\n";
         std::exit(2);

@@ -352,8 +352,8 @@ private:
   void launch(Bucket& bucket) {
     if (shm_) {
       // Synchronous, and already averaged: two barriers around one pass.
-      shm_->allreduce(bucket.shm_offset, bucket.flat.numel(),
-                      bucket.grad_numel, bucket.flat.scalar_type());
+      shm_->allreduce(bucket.shm_offset, bucket.flat.numel(), bucket.grad_numel,
+                      bucket.flat.scalar_type());
     } else {
       std::vector<torch::Tensor> tensors{bucket.flat};
       bucket.work = pg_->allreduce(tensors);
@@ -615,8 +615,8 @@ private:
   // (shm_allreduce.h) instead of Gloo's sockets. All ranks decide together:
   // the buckets must live in the segment on every rank or on none.
   void move_buckets_to_shared_memory(int64_t bytes) {
-    bool wanted = options_.shared_memory() &&
-        shared_memory_allowed_by_env() && !buckets_.empty();
+    bool wanted = options_.shared_memory() && shared_memory_allowed_by_env() &&
+                  !buckets_.empty();
     for (const auto& bucket : buckets_) {
       wanted = wanted && bucket.flat.device().is_cpu();
     }

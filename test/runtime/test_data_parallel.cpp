@@ -273,9 +273,8 @@ TEST(DataParallel, SharedMemoryPeerExitIsAnError) {
         const double seconds = std::chrono::duration<double>(
                                    std::chrono::steady_clock::now() - start)
                                    .count();
-        std::ofstream(ddp_test::shared_dir() + "/error")
-            << seconds << "\n"
-            << message;
+        std::ofstream(ddp_test::shared_dir() + "/error") << seconds << "\n"
+                                                         << message;
       },
       options);
   if (ddp_test::is_worker()) {
