@@ -34,9 +34,11 @@ constexpr int kMaxRanks = 256; // one host: more ranks use the process group
 // The first page of the segment. Each rank's region follows, page aligned.
 struct Control {
   uint64_t token;
-  uint64_t pid_namespace;
   alignas(64) std::atomic<uint32_t> arrived;
+  // Who to check for liveness, and whether this rank may: pids only mean
+  // something within one pid namespace.
   alignas(64) int32_t pids[kMaxRanks];
+  uint64_t pid_namespaces[kMaxRanks];
 };
 static_assert(sizeof(Control) <= kPage, "the control block fits one page");
 static_assert(std::atomic<uint32_t>::is_always_lock_free,
@@ -70,8 +72,6 @@ bool exited(pid_t pid) {
   return paren != std::string::npos && paren + 2 < text.size() &&
          text[paren + 2] == 'Z';
 }
-
-void check(const c10::intrusive_ptr<c10d::Work>& work) { work->wait(); }
 
 } // namespace
 
@@ -114,7 +114,6 @@ SharedMemoryGroup::create(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
     if (base != MAP_FAILED) {
       auto* control = new (base) Control();
       control->token = token;
-      control->pid_namespace = pid_namespace();
       announcement.ok = 1;
       announcement.token = token;
     } else if (fd >= 0) {
@@ -129,7 +128,7 @@ SharedMemoryGroup::create(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
     std::vector<torch::Tensor> tensors{announced};
     c10d::BroadcastOptions options;
     options.rootRank = 0;
-    check(group->broadcast(tensors, options));
+    group->broadcast(tensors, options)->wait();
   }
   std::memcpy(&announcement, announced.data_ptr(), sizeof(Announcement));
   announcement.name[sizeof(announcement.name) - 1] = '\0';
@@ -152,7 +151,9 @@ SharedMemoryGroup::create(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
     }
   }
   if (base != MAP_FAILED) {
-    static_cast<Control*>(base)->pids[rank] = static_cast<int32_t>(::getpid());
+    auto* control = static_cast<Control*>(base);
+    control->pids[rank] = static_cast<int32_t>(::getpid());
+    control->pid_namespaces[rank] = pid_namespace();
   }
 
   // Every rank must have it, or none uses it.
@@ -161,7 +162,7 @@ SharedMemoryGroup::create(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
     std::vector<torch::Tensor> tensors{ok};
     c10d::AllreduceOptions options;
     options.reduceOp = c10d::ReduceOp::MIN;
-    check(group->allreduce(tensors, options));
+    group->allreduce(tensors, options)->wait();
   }
   if (rank == 0 && announcement.ok) {
     ::shm_unlink(announcement.name); // every rank has opened it, or never will
@@ -203,7 +204,6 @@ void SharedMemoryGroup::barrier(const char* where) {
     ::syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
   } else {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    const bool same_pids = control->pid_namespace == pid_namespace();
     for (int round = 0;; ++round) {
       const uint32_t seen = control->arrived.load(std::memory_order_acquire);
       if (static_cast<int32_t>(seen - target) >= 0) {
@@ -215,9 +215,11 @@ void SharedMemoryGroup::barrier(const char* where) {
       }
       const auto left = deadline - std::chrono::steady_clock::now();
       // A peer that exited never arrives: say so now, not at the timeout.
-      for (int peer = 0; peer < world_size_ && same_pids; ++peer) {
+      for (int peer = 0; peer < world_size_; ++peer) {
         const pid_t pid = control->pids[peer];
-        if (peer != rank_ && pid > 0 && exited(pid)) {
+        if (peer != rank_ && pid > 0 &&
+            control->pid_namespaces[peer] == control->pid_namespaces[rank_] &&
+            exited(pid)) {
           std::ostringstream message;
           message << "ddp::DistributedDataParallel: rank " << peer << " (pid "
                   << pid << ") exited during " << where << "; rank " << rank_
