@@ -233,6 +233,48 @@ TEST(DataParallel, SharedMemoryMatchesProcessGroupThreeRanks) {
   shared_memory_matches_process_group(3);
 }
 
+// Buckets of other dtypes: float64 takes the same loop as float32, float16
+// the tensor path; both agree with the process group.
+TEST(DataParallel, SharedMemoryOtherDtypes) {
+  ddp_test::run_ranks(2, [] {
+    for (const auto dtype : {torch::kFloat64, torch::kFloat16}) {
+      auto shm_model = make_net(7 + ddp::rank());
+      auto gloo_model = make_net(7 + ddp::rank());
+      shm_model->to(dtype);
+      gloo_model->to(dtype);
+      ddp::DistributedDataParallel shm_ddp(shm_model);
+      ddp::DistributedDataParallel gloo_ddp(
+          gloo_model,
+          ddp::DistributedDataParallelOptions().shared_memory(false));
+      ASSERT_TRUE(shm_ddp.uses_shared_memory());
+      // Gradients straight from the parameters: no half-precision kernels
+      // needed on the CPU.
+      torch::manual_seed(ddp::rank());
+      for (auto& p : shm_model->parameters()) {
+        (p.to(torch::kFloat64) * torch::rand_like(p, torch::kFloat64))
+            .sum()
+            .backward();
+      }
+      torch::manual_seed(ddp::rank());
+      for (auto& p : gloo_model->parameters()) {
+        (p.to(torch::kFloat64) * torch::rand_like(p, torch::kFloat64))
+            .sum()
+            .backward();
+      }
+      auto shm_params = shm_model->named_parameters();
+      for (const auto& item : gloo_model->named_parameters()) {
+        const auto& want = item.value().grad();
+        const auto& got = shm_params[item.key()].grad();
+        ASSERT_TRUE(got.defined()) << item.key();
+        EXPECT_EQ(got.scalar_type(), dtype);
+        EXPECT_TRUE(torch::allclose(got.to(torch::kFloat64),
+                                    want.to(torch::kFloat64), 1e-3, 1e-3))
+            << item.key() << " " << c10::toString(dtype);
+      }
+    }
+  });
+}
+
 TEST(DataParallel, SharedMemoryOffByEnvironment) {
   ddp_test::RankOptions options;
   options.env = {{"DDP_SHM", "0"}};
