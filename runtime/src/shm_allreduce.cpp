@@ -15,10 +15,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -338,6 +341,57 @@ void SharedMemoryGroup::allreduce(int64_t offset, int64_t numel,
   }
   // Every share is written: the regions hold the result.
   barrier("a gradient all-reduce through shared memory");
+}
+
+struct SharedMemoryWorker::Queue {
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<std::packaged_task<void()>> tasks;
+  bool stop = false;
+};
+
+SharedMemoryWorker::SharedMemoryWorker(std::shared_ptr<SharedMemoryGroup> group)
+    : group_(std::move(group)), queue_(std::make_shared<Queue>()) {
+  std::thread([queue = queue_, group = group_] {
+    for (;;) {
+      std::packaged_task<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(queue->mutex);
+        queue->ready.wait(lock,
+                          [&] { return queue->stop || !queue->tasks.empty(); });
+        if (queue->tasks.empty()) {
+          return;
+        }
+        task = std::move(queue->tasks.front());
+        queue->tasks.pop_front();
+      }
+      task();
+    }
+  }).detach();
+}
+
+SharedMemoryWorker::~SharedMemoryWorker() {
+  {
+    std::lock_guard<std::mutex> lock(queue_->mutex);
+    queue_->stop = true;
+  }
+  queue_->ready.notify_one();
+}
+
+std::future<void> SharedMemoryWorker::allreduce(int64_t offset, int64_t numel,
+                                                int64_t averaged,
+                                                c10::ScalarType dtype) {
+  std::packaged_task<void()> task(
+      [group = group_, offset, numel, averaged, dtype] {
+        group->allreduce(offset, numel, averaged, dtype);
+      });
+  auto done = task.get_future();
+  {
+    std::lock_guard<std::mutex> lock(queue_->mutex);
+    queue_->tasks.push_back(std::move(task));
+  }
+  queue_->ready.notify_one();
+  return done;
 }
 
 } // namespace detail

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 
@@ -61,6 +62,29 @@ private:
   int64_t bytes_per_rank_;
   std::chrono::milliseconds timeout_;
   uint32_t barriers_passed_ = 0;
+};
+
+/// Runs a group's all-reduces on a thread of its own, in the order they are
+/// queued, so that they overlap the rest of backward as the process group's
+/// asynchronous collectives do.
+class SharedMemoryWorker {
+public:
+  explicit SharedMemoryWorker(std::shared_ptr<SharedMemoryGroup> group);
+  /// Lets the thread finish what is queued, then end; never waits for it (a
+  /// peer that is stuck would hold this destructor for the whole timeout).
+  /// The thread keeps the group, hence the mapping, until it ends.
+  ~SharedMemoryWorker();
+  SharedMemoryWorker(const SharedMemoryWorker&) = delete;
+  SharedMemoryWorker& operator=(const SharedMemoryWorker&) = delete;
+
+  /// Queues SharedMemoryGroup::allreduce; the future holds its error.
+  std::future<void> allreduce(int64_t offset, int64_t numel, int64_t averaged,
+                              c10::ScalarType dtype);
+
+private:
+  struct Queue;
+  std::shared_ptr<SharedMemoryGroup> group_;
+  std::shared_ptr<Queue> queue_;
 };
 
 /// Whether DDP may use shared memory: not when DDP_SHM is "0".

@@ -178,48 +178,53 @@ TEST(DataParallel, ThreeRanksMatchOneProcessWithGlobalBatch) {
 // is the same as through Gloo: bit for bit with 2 ranks ((a + b) / 2 either
 // way), to rounding with 3 (another summation order). DDP_SHM=0 and
 // shared_memory(false) turn it off.
-void shared_memory_matches_process_group(int world_size) {
-  ddp_test::run_ranks(world_size, [] {
-    auto shm_model = make_net(7 + 100 * ddp::rank());
-    auto gloo_model = make_net(7 + 100 * ddp::rank());
-    ddp::DistributedDataParallel shm_ddp(shm_model);
-    ddp::DistributedDataParallel gloo_ddp(
-        gloo_model, ddp::DistributedDataParallelOptions().shared_memory(false));
-    ASSERT_TRUE(shm_ddp.uses_shared_memory());
-    ASSERT_FALSE(gloo_ddp.uses_shared_memory());
-    auto shm_opt = make_sgd(*shm_model);
-    auto gloo_opt = make_sgd(*gloo_model);
-    for (int step = 0; step < kSteps; ++step) {
-      auto [x, y] = local_batch(step);
-      shm_opt->zero_grad();
-      gloo_opt->zero_grad();
-      torch::mse_loss(shm_model->forward(x), y).backward();
-      torch::mse_loss(gloo_model->forward(x), y).backward();
-      shm_opt->step();
-      gloo_opt->step();
-    }
-    EXPECT_EQ(shm_ddp.stats().allreduces, kSteps * shm_ddp.bucket_count());
-    auto shm_params = shm_model->named_parameters();
-    for (const auto& item : gloo_model->named_parameters()) {
-      if (ddp::world_size() == 2) {
-        EXPECT_TRUE(torch::equal(shm_params[item.key()], item.value()))
-            << item.key();
-      } else {
-        expect_close(shm_params[item.key()], item.value(), item.key());
-      }
-    }
-    // The segment's name is gone once every rank has mapped it.
-    DIR* dir = opendir("/dev/shm");
-    if (dir != nullptr) {
-      while (dirent* entry = readdir(dir)) {
-        const std::string name = entry->d_name;
-        EXPECT_NE(name.rfind("ddp-" + std::to_string(getpid()), 0), 0u)
-            << "left in /dev/shm: " << name;
-      }
-      closedir(dir);
-    }
-    write_bytes(*shm_model, "params");
-  });
+void shared_memory_matches_process_group(
+    int world_size, const ddp_test::RankOptions& options = {}) {
+  ddp_test::run_ranks(
+      world_size,
+      [] {
+        auto shm_model = make_net(7 + 100 * ddp::rank());
+        auto gloo_model = make_net(7 + 100 * ddp::rank());
+        ddp::DistributedDataParallel shm_ddp(shm_model);
+        ddp::DistributedDataParallel gloo_ddp(
+            gloo_model,
+            ddp::DistributedDataParallelOptions().shared_memory(false));
+        ASSERT_TRUE(shm_ddp.uses_shared_memory());
+        ASSERT_FALSE(gloo_ddp.uses_shared_memory());
+        auto shm_opt = make_sgd(*shm_model);
+        auto gloo_opt = make_sgd(*gloo_model);
+        for (int step = 0; step < kSteps; ++step) {
+          auto [x, y] = local_batch(step);
+          shm_opt->zero_grad();
+          gloo_opt->zero_grad();
+          torch::mse_loss(shm_model->forward(x), y).backward();
+          torch::mse_loss(gloo_model->forward(x), y).backward();
+          shm_opt->step();
+          gloo_opt->step();
+        }
+        EXPECT_EQ(shm_ddp.stats().allreduces, kSteps * shm_ddp.bucket_count());
+        auto shm_params = shm_model->named_parameters();
+        for (const auto& item : gloo_model->named_parameters()) {
+          if (ddp::world_size() == 2) {
+            EXPECT_TRUE(torch::equal(shm_params[item.key()], item.value()))
+                << item.key();
+          } else {
+            expect_close(shm_params[item.key()], item.value(), item.key());
+          }
+        }
+        // The segment's name is gone once every rank has mapped it.
+        DIR* dir = opendir("/dev/shm");
+        if (dir != nullptr) {
+          while (dirent* entry = readdir(dir)) {
+            const std::string name = entry->d_name;
+            EXPECT_NE(name.rfind("ddp-" + std::to_string(getpid()), 0), 0u)
+                << "left in /dev/shm: " << name;
+          }
+          closedir(dir);
+        }
+        write_bytes(*shm_model, "params");
+      },
+      options);
   if (!ddp_test::is_worker()) {
     expect_identical_files("params", world_size);
   }
@@ -231,6 +236,14 @@ TEST(DataParallel, SharedMemoryMatchesProcessGroupTwoRanks) {
 
 TEST(DataParallel, SharedMemoryMatchesProcessGroupThreeRanks) {
   shared_memory_matches_process_group(3);
+}
+
+// The same with the all-reduce on a thread of its own (chosen by default
+// only where cores are free for it).
+TEST(DataParallel, SharedMemoryThreadMatchesProcessGroup) {
+  ddp_test::RankOptions options;
+  options.env = {{"DDP_SHM_THREAD", "1"}};
+  shared_memory_matches_process_group(2, options);
 }
 
 // Buckets of other dtypes: float64 takes the same loop as float32, float16
@@ -293,9 +306,9 @@ TEST(DataParallel, SharedMemoryOffByEnvironment) {
 // A rank that exits in the middle of training: its peer, waiting in a
 // shared-memory all-reduce, fails with an error that names it, long before
 // the timeout (60 s here).
-TEST(DataParallel, SharedMemoryPeerExitIsAnError) {
+void shared_memory_peer_exit_is_an_error(const std::string& thread) {
   ddp_test::RankOptions options;
-  options.env = {{"DDP_TIMEOUT_SECONDS", "60"}};
+  options.env = {{"DDP_TIMEOUT_SECONDS", "60"}, {"DDP_SHM_THREAD", thread}};
   const auto statuses = ddp_test::run_ranks_status(
       2,
       [] {
@@ -335,6 +348,14 @@ TEST(DataParallel, SharedMemoryPeerExitIsAnError) {
             std::string::npos)
       << text.str();
   EXPECT_LT(seconds, 30) << text.str();
+}
+
+TEST(DataParallel, SharedMemoryPeerExitIsAnError) {
+  shared_memory_peer_exit_is_an_error("0");
+}
+
+TEST(DataParallel, SharedMemoryThreadPeerExitIsAnError) {
+  shared_memory_peer_exit_is_an_error("1");
 }
 
 // The three ways a program can hold its model.
