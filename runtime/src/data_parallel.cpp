@@ -462,9 +462,18 @@ private:
 
   // All ranks must hold the same parameters (count, shapes, dtypes, frozen
   // or not), or the buckets would not line up and the job would hang.
+  // Where the backend takes tensors: NCCL only moves CUDA tensors, so the
+  // wrapper's own small collectives (shape check, shared-memory vote) go
+  // there too.
+  static torch::Device collective_device() {
+    return ddp::backend_name() == "nccl" ? ddp::device()
+                                         : torch::Device(torch::kCPU);
+  }
+
   void verify_shapes() {
     const int64_t count = static_cast<int64_t>(all_params_.size());
-    auto max_count = torch::tensor({count}, torch::kLong);
+    auto max_count =
+        torch::tensor({count}, torch::kLong).to(collective_device());
     {
       std::vector<torch::Tensor> t{max_count};
       c10d::AllreduceOptions opts;
@@ -490,11 +499,14 @@ private:
       }
     }
     std::vector<std::vector<torch::Tensor>> gathered(1);
+    std::vector<torch::Tensor> input{local.to(collective_device())};
     for (int i = 0; i < world_size_; ++i) {
-      gathered[0].push_back(torch::empty_like(local));
+      gathered[0].push_back(torch::empty_like(input[0]));
     }
-    std::vector<torch::Tensor> input{local};
     pg_->allgather(gathered, input)->wait();
+    for (auto& table : gathered[0]) {
+      table = table.cpu();
+    }
 
     // Every rank sees the same table, so every rank throws the same error.
     const int64_t* ref = gathered[0][0].data_ptr<int64_t>();
@@ -639,6 +651,11 @@ private:
   // (shm_allreduce.h) instead of Gloo's sockets. All ranks decide together:
   // the buckets must live in the segment on every rank or on none.
   void move_buckets_to_shared_memory(int64_t bytes) {
+    // Every rank has the same backend. The segment is set up through Gloo,
+    // and NCCL has shared-memory transports of its own.
+    if (ddp::backend_name() != "gloo") {
+      return;
+    }
     bool wanted = options_.shared_memory() && shared_memory_allowed_by_env() &&
                   !buckets_.empty();
     for (const auto& bucket : buckets_) {
