@@ -2,6 +2,7 @@
 
 #include "ddpify/MatcherUtil.h"
 #include "clang/AST/Expr.h"
+#include "clang/AST/ExprCXX.h"
 #include "clang/Basic/FileManager.h"
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/Lexer.h"
@@ -124,6 +125,12 @@ std::string indentationOf(const SourceManager &SM, SourceLocation Loc,
 const clang::Expr *stripParensAndImplicit(const clang::Expr *E) {
   while (E) {
     const clang::Expr *Next = E->IgnoreImplicit()->IgnoreParens();
+    // Before C++17 a temporary initialising a variable goes through an
+    // elidable copy or move constructor (`auto l = make_data_loader(...)`);
+    // from C++17 on it is the same object with no constructor in the AST.
+    if (const auto *Construct = llvm::dyn_cast<clang::CXXConstructExpr>(Next))
+      if (Construct->isElidable() && Construct->getNumArgs() == 1)
+        Next = Construct->getArg(0);
     if (Next == E)
       break;
     E = Next;

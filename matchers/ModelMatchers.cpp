@@ -124,6 +124,9 @@ bool derivesFrom(const CXXRecordDecl *Class, llvm::StringRef QualifiedName) {
 
 /// The class a value of Type is, or points or refers to.
 const CXXRecordDecl *classOf(QualType Type) {
+  // A dependent or erroneous initialiser (a ParenListExpr) has no type.
+  if (Type.isNull())
+    return nullptr;
   Type = Type.getNonReferenceType();
   if (Type->isPointerType())
     Type = Type->getPointeeType();
@@ -214,6 +217,12 @@ public:
         callExpr(callee(functionDecl(hasName("::ddp::distribute"))))
             .bind("distribute"),
         this);
+    Finder.addMatcher(functionDecl(isMain(), isDefinition()).bind("main"),
+                      this);
+    // A program that initialises DDP: lint reports its unwrapped models.
+    Finder.addMatcher(
+        callExpr(callee(functionDecl(hasName("::ddp::init")))).bind("init"),
+        this);
     // Where a model goes: call arguments, member initialisers, assignments.
     Finder.addMatcher(callExpr().bind("call"), this);
     Finder.addMatcher(cxxConstructExpr().bind("construct"), this);
@@ -241,6 +250,9 @@ public:
     VarRefs.clear();
     Opaque.clear();
     Loops.clear();
+    InitialisesDdp = false;
+    HasMain = false;
+    Trains = false;
   }
 
   void run(const MatchFinder::MatchResult &Result) override {
@@ -259,16 +271,24 @@ public:
       for (const Expr *Arg : Wrapper->arguments())
         if (const ValueDecl *Decl = modelDeclOf(Arg))
           Wrapped.insert(canonical(Decl));
+    } else if (const auto *Main = Nodes.getNodeAs<FunctionDecl>("main")) {
+      HasMain |= isUserCode(Main->getLocation());
+    } else if (Nodes.getNodeAs<CallExpr>("init")) {
+      InitialisesDdp = true;
     } else if (const auto *Call = Nodes.getNodeAs<CallExpr>("distribute")) {
       if (Call->getNumArgs() > 0)
         if (const ValueDecl *Decl = modelDeclOf(Call->getArg(0)))
           Wrapped.insert(canonical(Decl));
     } else if (const auto *Call = Nodes.getNodeAs<CallExpr>("call")) {
+      noteTraining(Call);
       if (!isa<CXXOperatorCallExpr>(Call))
         if (const FunctionDecl *Callee = Call->getDirectCallee())
           noteArguments(Callee, Call->getArgs(), Call->getNumArgs(), Call);
     } else if (const auto *Construct =
                    Nodes.getNodeAs<CXXConstructExpr>("construct")) {
+      if (isUserCode(Construct->getBeginLoc()) &&
+          isOptimizerType(Construct->getType()))
+        Trains = true;
       noteArguments(Construct->getConstructor(), Construct->getArgs(),
                     Construct->getNumArgs(), Construct);
     } else if (const auto *Init =
@@ -293,8 +313,23 @@ public:
   void onEndOfTranslationUnit() override {
     if (!Context)
       return;
+    size_t First = Findings.size();
     collectRoots();
     decide();
+    // Lint flags an unwrapped model only in a program that is distributed
+    // already (migrate wraps it either way).
+    if (!InitialisesDdp)
+      for (size_t I = First; I < Findings.size(); ++I)
+        Findings[I].CheckName.clear();
+    for (const char *Fact : {"main", "trains"}) {
+      if (!(Fact[0] == 'm' ? HasMain : Trains))
+        continue;
+      Finding F;
+      F.RuleId = "R6";
+      F.Form = FindingForm::ProgramFact;
+      F.NewName = Fact;
+      Findings.push_back(std::move(F));
+    }
     Context = nullptr;
   }
 
@@ -309,6 +344,8 @@ private:
   struct Wrap {
     const CXXMemberCallExpr *Placement = nullptr;
     bool Distribute = false;
+    /// The model declaration placed there.
+    const ValueDecl *Model = nullptr;
   };
 
   static bool isRecordNamed(QualType Type, llvm::StringRef QualifiedName) {
@@ -342,6 +379,32 @@ private:
     return Decl;
   }
 
+  /// Code in a file under the project root.
+  bool isUserCode(SourceLocation Loc) {
+    return Loc.isValid() && !Locator
+                                 .make(*Context, SourceRange(Loc), "", "",
+                                       FindingForm::ProgramFact)
+                                 .FilePath.empty();
+  }
+
+  /// An optimizer step, or a call of the program's own code whose body this
+  /// unit does not hold (it may train): the program trains.
+  void noteTraining(const CallExpr *Call) {
+    if (Trains || !isUserCode(Call->getBeginLoc()))
+      return;
+    if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
+      if (const CXXMethodDecl *Method = Member->getMethodDecl())
+        if (Method->getName() == "step" &&
+            isOptimizerType(Member->getImplicitObjectArgument()->getType())) {
+          Trains = true;
+          return;
+        }
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    if (Callee && isUserCode(Callee->getLocation()) && !Callee->isDefined() &&
+        !Callee->getBuiltinID())
+      Trains = true;
+  }
+
   /// A model passed to a function or constructor of the user's code is an
   /// alias of its parameter there (by reference, holder, shared_ptr or
   /// pointer; a plain module copied by value is another module).
@@ -352,6 +415,13 @@ private:
     const SourceManager &SM = Context->getSourceManager();
     if (SM.isInSystemHeader(SM.getExpansionLoc(Callee->getLocation())))
       return; // LibTorch, the standard library
+    // LibTorch and the standard library never place a model they are given
+    // (torch::load, torch::save, clip_grad_norm_, ...), wherever their
+    // headers are found.
+    std::string Qualified = Callee->getQualifiedNameAsString();
+    for (llvm::StringRef Library : {"torch::", "at::", "c10::", "std::"})
+      if (llvm::StringRef(Qualified).starts_with(Library))
+        return;
     const FunctionDecl *Definition = Callee->getDefinition();
     if (!Definition || !Definition->hasBody()) {
       // A body ddpify does not read (outside the root): it may be where the
@@ -439,6 +509,9 @@ private:
         }
       if (!Trained)
         continue;
+      // A template's pattern: its instantiations are followed instead.
+      if (Model->getDeclContext()->isDependentContext())
+        continue;
       Model = canonical(Model);
       bool Known = false;
       for (const Root &R : Roots)
@@ -513,71 +586,127 @@ private:
                                         SM.getExpansionLoc(B->getBeginLoc()));
   }
 
+  /// Where the modules that reach Decl through calls and copies were made:
+  /// the models among Decl and what reaches it that nothing reaches (a
+  /// helper's parameter stands for its callers' models).
+  std::vector<const ValueDecl *> ownersOf(const ValueDecl *Decl) const {
+    std::vector<const ValueDecl *> Owners;
+    for (const ValueDecl *D : reachable(Decl, /*Forward=*/false)) {
+      bool Reached = false;
+      for (const Edge &E : Edges)
+        Reached |= E.To == D && E.From != D;
+      if (!Reached)
+        Owners.push_back(D);
+    }
+    return Owners;
+  }
+
+  /// The placements of Model's aliases (where it was handed to: a helper's
+  /// parameter, a member) before training at R.
+  std::vector<const CXXMemberCallExpr *> aliasPlacements(const ValueDecl *Model,
+                                                         const Root &R) const {
+    std::vector<const CXXMemberCallExpr *> Found;
+    std::vector<const ValueDecl *> Seen{Model};
+    for (size_t I = 0; I < Seen.size() && Seen.size() < 64; ++I)
+      for (const Edge &E : Edges) {
+        if (E.From != Seen[I] ||
+            std::find(Seen.begin(), Seen.end(), E.To) != Seen.end())
+          continue;
+        if (I == 0 && afterTraining(E.Site, R.Site))
+          continue;
+        Seen.push_back(E.To);
+        for (const CXXMemberCallExpr *Call : placementsOf(E.To))
+          if (std::find(Found.begin(), Found.end(), Call) == Found.end())
+            Found.push_back(Call);
+      }
+    return Found;
+  }
+
+  const FunctionDecl *opaqueHandOver(const ValueDecl *Model,
+                                     const Root &R) const {
+    const FunctionDecl *HandedTo = nullptr;
+    for (const OpaqueCall &Call : Opaque)
+      if (Call.Model == Model && !afterTraining(Call.Site, R.Site))
+        HandedTo = Call.Callee;
+    return HandedTo;
+  }
+
   void decide() {
     std::vector<std::pair<const Root *, Wrap>> Direct;
     std::vector<std::pair<const CXXMemberCallExpr *, const Root *>> ViaAlias;
+    std::vector<std::pair<const ValueDecl *, const Root *>> Unplaced;
     for (const Root &R : Roots) {
       if (isWrapped(R.Decl))
         continue;
-      std::vector<const CXXMemberCallExpr *> Own = placementsOf(R.Decl);
-      if (!Own.empty()) {
-        const CXXMemberCallExpr *First = Own.front();
-        for (const CXXMemberCallExpr *Call : Own)
-          if (before(Call, First))
-            First = Call;
-        Direct.push_back({&R, {First, false}});
-        continue;
-      }
-      // No placement of its own: where it was handed to (a helper's
-      // parameter, a member), before training.
-      std::vector<const CXXMemberCallExpr *> Found;
-      std::vector<const ValueDecl *> Seen{R.Decl};
-      for (size_t I = 0; I < Seen.size() && Seen.size() < 64; ++I)
-        for (const Edge &E : Edges) {
-          if (E.From != Seen[I] ||
-              std::find(Seen.begin(), Seen.end(), E.To) != Seen.end())
-            continue;
-          if (I == 0 && afterTraining(E.Site, R.Site))
-            continue;
-          Seen.push_back(E.To);
-          for (const CXXMemberCallExpr *Call : placementsOf(E.To))
-            if (std::find(Found.begin(), Found.end(), Call) == Found.end())
-              Found.push_back(Call);
+      // The trained declaration first, then (for a helper's parameter) the
+      // callers' models it stands for.
+      std::vector<const ValueDecl *> Models{R.Decl};
+      for (const ValueDecl *Owner : ownersOf(R.Decl))
+        if (Owner != R.Decl)
+          Models.push_back(Owner);
+      bool Handled = false;
+      for (size_t I = 0; I < Models.size(); ++I) {
+        const ValueDecl *Model = Models[I];
+        std::vector<const CXXMemberCallExpr *> Own = placementsOf(Model);
+        if (!Own.empty()) {
+          const CXXMemberCallExpr *First = Own.front();
+          for (const CXXMemberCallExpr *Call : Own)
+            if (before(Call, First))
+              First = Call;
+          Direct.push_back({&R, {First, false, Model}});
+          Handled = true;
+          if (I == 0)
+            break;
+          continue;
         }
-      const FunctionDecl *HandedTo = nullptr;
-      for (const OpaqueCall &Call : Opaque)
-        if (Call.Model == R.Decl && !afterTraining(Call.Site, R.Site))
-          HandedTo = Call.Callee;
-      if (Found.empty() && HandedTo) {
-        reportAt(R.Site,
-                 "trained model '" + R.Decl->getName().str() +
-                     "' is handed to '" + HandedTo->getNameAsString() +
-                     "', whose body ddpify does not read (outside the "
-                     "project root); if it places the model, wrap the model "
-                     "by hand right after that call: "
-                     "ddp::DistributedDataParallel " +
-                     R.Decl->getName().str() + "_ddp(" +
-                     R.Decl->getName().str() + ");");
-        continue;
+        std::vector<const CXXMemberCallExpr *> Found =
+            aliasPlacements(Model, R);
+        if (!Found.empty()) {
+          for (const CXXMemberCallExpr *Call : Found)
+            ViaAlias.push_back({Call, &R});
+          Handled = true;
+          if (I == 0)
+            break;
+          continue;
+        }
+        if (const FunctionDecl *HandedTo = opaqueHandOver(Model, R)) {
+          reportAt(R.Site,
+                   "trained model '" + Model->getName().str() +
+                       "' is handed to '" + HandedTo->getNameAsString() +
+                       "', whose body ddpify does not read (outside the "
+                       "project root); if it places the model, wrap the "
+                       "model by hand right after that call: "
+                       "ddp::DistributedDataParallel " +
+                       Model->getName().str() + "_ddp(" +
+                       Model->getName().str() + ");");
+          Handled = true;
+          if (I == 0)
+            break;
+          continue;
+        }
+        // A module made where nothing places it (a CPU-only program, a
+        // factory that placed it, a device made and never used): placed
+        // and wrapped where it was made. A helper's parameter stands for
+        // its callers' models instead.
+        if (I > 0 || Models.size() == 1) {
+          Unplaced.push_back({Model, &R});
+          Handled = true;
+        }
       }
-      if (Found.empty()) {
+      if (!Handled)
         reportAt(R.Site, "'" + R.Decl->getName().str() +
                              "' is trained by an optimizer but ddpify found "
-                             "no placement of it on the device (.to(device)) "
-                             "to wrap it after; place it and wrap it by hand: "
+                             "neither a placement of it nor where it was "
+                             "made; place and wrap it by hand: "
                              "ddp::DistributedDataParallel " +
                              R.Decl->getName().str() + "_ddp(" +
                              R.Decl->getName().str() + ");");
-        continue;
-      }
-      for (const CXXMemberCallExpr *Call : Found)
-        ViaAlias.push_back({Call, &R});
     }
     // A model that also reaches a helper wrapping with ddp::distribute is
     // wrapped with ddp::distribute too: two wrappers on one module would be
     // an error at run time, two distribute calls are one wrapper.
     for (auto &[Owner, W] : Direct)
-      for (const ValueDecl *Alias : reachable(Owner->Decl, /*Forward=*/true))
+      for (const ValueDecl *Alias : reachable(W.Model, /*Forward=*/true))
         for (const auto &[Call, Unused] : ViaAlias)
           if (const ValueDecl *Target =
                   modelDeclOf(Call->getImplicitObjectArgument()))
@@ -586,24 +715,30 @@ private:
     std::set<const CXXMemberCallExpr *> Done;
     for (auto &[Owner, W] : Direct)
       if (Done.insert(W.Placement).second)
-        wrapAfter(W.Placement, Owner->Decl, W.Distribute, *Owner);
+        wrapAfter(W.Placement, W.Model, W.Distribute, *Owner);
     for (const auto &[Call, Owner] : ViaAlias)
       if (Done.insert(Call).second)
         wrapAfter(Call,
                   canonical(modelDeclOf(Call->getImplicitObjectArgument())),
                   /*ForceDistribute=*/true, *Owner);
+    std::set<const ValueDecl *> Made;
+    for (const auto &[Model, Owner] : Unplaced)
+      if (Made.insert(Model).second)
+        wrapWhereMade(Model, *Owner);
   }
 
   // --- The wrap point ------------------------------------------------------
 
   void reportAt(const Stmt *Site, const std::string &Reason) {
-    Finding F = Locator.make(*Context, Site->getSourceRange(), "R6", "",
-                             FindingForm::ReportOnly);
+    Finding F = Locator.make(*Context, Site->getSourceRange(), "R6",
+                             "ddp-unwrapped-model", FindingForm::ReportOnly);
     if (F.FilePath.empty())
       return;
     F.InMacro = false;
     F.MacroName.clear();
     F.ReportId = "model-not-wrapped";
+    // Every rank would train a model of its own: the program is wrong.
+    F.Level = ReportLevel::Error;
     F.NotRewrittenReason = Reason;
     F.Message = Reason;
     Findings.push_back(std::move(F));
@@ -659,8 +794,8 @@ private:
                          How);
       return;
     }
-    Finding F = Locator.make(*Context, Call->getSourceRange(), "R6", "",
-                             FindingForm::ModelWrap);
+    Finding F = Locator.make(*Context, Call->getSourceRange(), "R6",
+                             "ddp-unwrapped-model", FindingForm::ModelWrap);
     if (F.FilePath.empty()) {
       // Placed in a file ddpify does not edit: report at its optimizer.
       reportAt(
@@ -780,14 +915,273 @@ private:
             : (unsigned)(Buffer.slice(Offset, LineEnd).size() - Rest.size());
     F.OwnLine = RestOfLineFree;
     F.Indent = Indent;
-    F.Names = {Distribute ? "distribute" : "local", Object, WrapperName};
-    F.Message = "trained model '" + Name +
-                "' gets no gradient averaging across processes; " +
-                (Distribute ? "ddp::distribute(" + Object + ")"
-                            : "ddp::DistributedDataParallel " + WrapperName +
-                                  "(" + Object + ")") +
-                " after its placement wraps it";
+    F.Names = {Distribute ? "distribute" : "local", Object, WrapperName,
+               wrapperClass()};
+    F.Message =
+        "trained model '" + Name +
+        "' gets no gradient averaging across processes; " +
+        (Distribute ? "ddp::distribute(" + Object + ")"
+                    : wrapperClass() + " " + WrapperName + "(" + Object + ")") +
+        " after its placement wraps it";
     Findings.push_back(std::move(F));
+  }
+
+  /// The wrapper's class as this language standard spells it: C++14 has no
+  /// class template argument deduction.
+  std::string wrapperClass() const {
+    return Context->getLangOpts().CPlusPlus17
+               ? "ddp::DistributedDataParallel"
+               : "ddp::DistributedDataParallel<>";
+  }
+
+  bool contains(const Stmt *Outer, const Stmt *Inner) const {
+    if (!Outer || !Inner)
+      return false;
+    const SourceManager &SM = Context->getSourceManager();
+    SourceLocation At = SM.getExpansionLoc(Inner->getBeginLoc());
+    SourceRange Range(SM.getExpansionLoc(Outer->getBeginLoc()),
+                      SM.getExpansionLoc(Outer->getEndLoc()));
+    return SM.isPointWithin(At, Range.getBegin(), Range.getEnd());
+  }
+
+  /// A torch::Device variable visible right before Statement of Block (a
+  /// local declared before it in an enclosing block, or a parameter): the
+  /// device the program already uses, so the placement agrees with its data.
+  std::string deviceBefore(const Stmt *Statement) const {
+    DynTypedNode Child = DynTypedNode::create(*Statement);
+    while (true) {
+      DynTypedNodeList Parents = Context->getParents(Child);
+      if (Parents.empty())
+        return "";
+      DynTypedNode Parent = Parents[0];
+      if (const auto *Block = Parent.get<CompoundStmt>()) {
+        const VarDecl *Nearest = nullptr;
+        for (const Stmt *S : Block->body()) {
+          if (Child.get<Stmt>() == S)
+            break;
+          if (const auto *Decls = dyn_cast<DeclStmt>(S))
+            for (const Decl *D : Decls->decls())
+              if (const auto *Var = dyn_cast<VarDecl>(D))
+                if (isRecordNamed(Var->getType(), "c10::Device") &&
+                    Var->getIdentifier())
+                  Nearest = Var;
+        }
+        if (Nearest)
+          return Nearest->getName().str();
+      } else if (Parent.get<LambdaExpr>()) {
+        return "";
+      } else if (const auto *Function = Parent.get<FunctionDecl>()) {
+        for (const ParmVarDecl *Param : Function->parameters())
+          if (isRecordNamed(Param->getType(), "c10::Device") &&
+              Param->getIdentifier())
+            return Param->getName().str();
+        return "";
+      }
+      Child = Parent;
+    }
+  }
+
+  /// How the placement and the wrapper name a model declared with Type:
+  /// {object for `.to`, `.` or `->`, the wrapper's argument}; empty when
+  /// the type is not one a wrapper takes.
+  static bool spellModel(QualType Type, const std::string &Name,
+                         std::string &Placed, std::string &Wrapped) {
+    QualType Value = Type.getNonReferenceType();
+    const CXXRecordDecl *Class = Value.getCanonicalType()->getAsCXXRecordDecl();
+    if (Value->isPointerType()) {
+      if (!isModuleType(Value))
+        return false;
+      Placed = Name + "->";
+      Wrapped = "*" + Name;
+      return true;
+    }
+    if (Class && Class->getQualifiedNameAsString() == "torch::nn::AnyModule") {
+      Placed = Name + ".ptr()->";
+      Wrapped = Name + ".ptr()";
+      return true;
+    }
+    if (isPlainModule(Value)) {
+      Placed = Name + ".";
+      Wrapped = Name;
+      return true;
+    }
+    if (isModuleType(Value)) {
+      Placed = Name + "->";
+      Wrapped = Name;
+      return true;
+    }
+    return false;
+  }
+
+  /// A trained model with no placement: placed on the process's device and
+  /// wrapped where it was made, before it is handed to training (its
+  /// optimizer, or the helper that trains it). A local gets a named wrapper
+  /// beside it; a class member gets ddp::distribute at the end of each
+  /// constructor.
+  void wrapWhereMade(const ValueDecl *Model, const Root &Owner) {
+    std::string Name = Model->getName().str();
+    std::string How = "; place and wrap it by hand before its optimizer is "
+                      "built: " +
+                      wrapperClass() + " " + Name + "_ddp(" + Name + ");";
+    std::string Placed, Wrapped;
+    if (!spellModel(Model->getType(), Name, Placed, Wrapped)) {
+      reportAt(Owner.Site, "trained model '" + Name +
+                               "' has a type ddpify cannot wrap" + How);
+      return;
+    }
+    if (const auto *Field = dyn_cast<FieldDecl>(Model)) {
+      wrapMemberInConstructors(Field, Placed, Wrapped, Owner, How);
+      return;
+    }
+    const auto *Var = dyn_cast<VarDecl>(Model);
+    if (!Var || isa<ParmVarDecl>(Var) || !Var->hasLocalStorage()) {
+      reportAt(Owner.Site, "trained model '" + Name +
+                               "' is not placed on a device and is not a "
+                               "local or member ddpify can wrap where it is "
+                               "made" +
+                               How);
+      return;
+    }
+    const DeclStmt *Declaration = nullptr;
+    const CompoundStmt *Block = nullptr;
+    DynTypedNodeList Parents = Context->getParents(*Var);
+    if (!Parents.empty())
+      if ((Declaration = Parents[0].get<DeclStmt>())) {
+        DynTypedNodeList Up = Context->getParents(*Declaration);
+        if (!Up.empty())
+          Block = Up[0].get<CompoundStmt>();
+      }
+    if (!Block) {
+      reportAt(Owner.Site, "trained model '" + Name +
+                               "' is not declared as a statement of a block" +
+                               How);
+      return;
+    }
+    // The first statement after the declaration that leads to training.
+    const Stmt *Before = nullptr;
+    bool Past = false;
+    for (const Stmt *S : Block->body()) {
+      if (S == Declaration) {
+        Past = true;
+        continue;
+      }
+      if (!Past)
+        continue;
+      bool Leads = contains(S, Owner.Site);
+      for (const Edge &E : Edges)
+        Leads |= E.From == Model && E.Site && contains(S, E.Site);
+      if (Leads) {
+        Before = S;
+        break;
+      }
+    }
+    if (!Before) {
+      reportAt(Owner.Site, "trained model '" + Name +
+                               "' is not placed on a device, and ddpify "
+                               "could not tell where in its block it is "
+                               "handed to training" +
+                               How);
+      return;
+    }
+    const SourceManager &SM = Context->getSourceManager();
+    if (Before->getBeginLoc().isMacroID()) {
+      reportAt(Owner.Site, "trained model '" + Name +
+                               "' is handed to training inside a macro "
+                               "expansion" +
+                               How);
+      return;
+    }
+    Finding F = Locator.make(*Context, Before->getSourceRange(), "R6",
+                             "ddp-unwrapped-model", FindingForm::ModelWrap);
+    if (F.FilePath.empty())
+      return;
+    std::string Device = deviceBefore(Before);
+    if (Device.empty())
+      Device = "ddp::device()";
+    std::string WrapperName = uniqueName(Name + "_ddp", Block);
+    std::string Place = Placed + "to(" + Device + ");";
+    std::string Wrap =
+        wrapperClass() + " " + WrapperName + "(" + Wrapped + ");";
+    bool StartsLine = false;
+    std::string Indent = indentationOf(SM, Before->getBeginLoc(), StartsLine);
+    unsigned Offset = F.Offset;
+    std::string Text;
+    if (StartsLine) {
+      Offset -= Indent.size();
+      Text = Indent + Place + "\n" + Indent + Wrap + "\n";
+    } else {
+      Text = Place + " " + Wrap + " ";
+    }
+    F.Offset = Offset;
+    F.Length = 0;
+    F.Names = {"insert", Text};
+    F.Message = "trained model '" + Name +
+                "' gets no gradient averaging across processes and is not "
+                "placed on a device; '" +
+                Place + " " + Wrap + "' before it is trained wraps it";
+    Findings.push_back(std::move(F));
+  }
+
+  /// A class member trained with no placement: `ddp::distribute` at the end
+  /// of every constructor with a body (where the member is fully built).
+  void wrapMemberInConstructors(const FieldDecl *Field,
+                                const std::string &Placed,
+                                const std::string &Wrapped, const Root &Owner,
+                                const std::string &How) {
+    const SourceManager &SM = Context->getSourceManager();
+    const auto *Class = dyn_cast<CXXRecordDecl>(Field->getParent());
+    unsigned Count = 0;
+    if (Class)
+      for (const CXXConstructorDecl *Ctor : Class->ctors()) {
+        if (!Ctor->doesThisDeclarationHaveABody() || Ctor->isImplicit() ||
+            Ctor->isCopyOrMoveConstructor())
+          continue;
+        const auto *Body = dyn_cast_or_null<CompoundStmt>(Ctor->getBody());
+        if (!Body || Body->getRBracLoc().isMacroID())
+          continue;
+        Finding F =
+            Locator.make(*Context, SourceRange(Body->getRBracLoc()), "R6",
+                         "ddp-unwrapped-model", FindingForm::ModelWrap);
+        if (F.FilePath.empty())
+          continue;
+        // A device member of the class, as the trainer uses it.
+        std::string Device = "ddp::device()";
+        for (const FieldDecl *Other : Class->fields())
+          if (isRecordNamed(Other->getType(), "c10::Device"))
+            Device = Other->getName().str();
+        std::string Statements = Placed + "to(" + Device + ");" +
+                                 " ddp::distribute(" + Wrapped + ");";
+        bool StartsLine = false;
+        std::string Indent = indentationOf(SM, Body->getRBracLoc(), StartsLine);
+        std::string Inner = Indent + "  ";
+        if (!Body->body_empty()) {
+          bool FirstStarts = false;
+          std::string First =
+              indentationOf(SM, Body->body_front()->getBeginLoc(), FirstStarts);
+          if (FirstStarts)
+            Inner = First;
+        }
+        if (StartsLine) {
+          F.Offset -= Indent.size();
+          F.Names = {"insert", Inner + Placed + "to(" + Device + ");\n" +
+                                   Inner + "ddp::distribute(" + Wrapped +
+                                   ");\n"};
+        } else {
+          F.Names = {"insert", " " + Statements + " "};
+        }
+        F.Length = 0;
+        F.Message = "trained model '" + Field->getName().str() +
+                    "' gets no gradient averaging across processes and is "
+                    "not placed on a device; '" +
+                    Statements + "' at the end of the constructor wraps it";
+        Findings.push_back(std::move(F));
+        ++Count;
+      }
+    if (!Count)
+      reportAt(Owner.Site, "trained member '" + Field->getName().str() +
+                               "' is not placed on a device and its class "
+                               "has no constructor body ddpify can edit" +
+                               How);
   }
 
   /// Base, or Base2, Base3, ... when a declaration of the function holding
@@ -838,6 +1232,9 @@ private:
   std::vector<OpaqueCall> Opaque;
   std::vector<SourceRange> Loops;
   std::vector<Root> Roots;
+  bool InitialisesDdp = false;
+  /// The unit defines main / shows training (ProgramFact).
+  bool HasMain = false, Trains = false;
 };
 
 class ModelMatchers : public MatcherModule, public MatchFinder::MatchCallback {

@@ -28,9 +28,10 @@ llvm::ArrayRef<RuleInfo> allRules() {
        "shards for loaders reaching backward, exact ones otherwise)"},
       {"R5", "ddp-unsynced-batchnorm",
        "torch::nn::BatchNorm{1,2,3}d becomes ddp::SyncBatchNorm{1,2,3}d"},
-      {"R6", "",
-       "a model placed on the device and trained gets a "
-       "ddp::DistributedDataParallel for as long as it lives"},
+      {"R6", "ddp-unwrapped-model",
+       "every model an optimizer trains gets a ddp::DistributedDataParallel "
+       "for as long as it lives (placed on the device first when it is "
+       "not)"},
       {"R7", "ddp-unguarded-output",
        "statements writing to stdout are guarded by ddp::is_main_process()"},
       {"R8", "ddp-unguarded-save",

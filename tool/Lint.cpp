@@ -484,12 +484,13 @@ llvm::Error collectEdits(const std::vector<Reported> &Diags, EditSet &Edits) {
 }
 
 int exportFixes(const ToolOptions &Options, const LintOptions &LintOpts,
-                const std::vector<Reported> &Diags, const EditSet &Edits) {
+                const std::vector<Reported> &Diags, const EditSet &Edits,
+                llvm::StringRef MainSource) {
   namespace tooling = clang::tooling;
   llvm::SmallString<256> BuildDir;
   llvm::sys::fs::current_path(BuildDir);
   tooling::TranslationUnitDiagnostics Document;
-  llvm::SmallString<256> Main(Options.Sources.front());
+  llvm::SmallString<256> Main(MainSource);
   llvm::sys::fs::make_absolute(Main);
   Document.MainSourceFile = Main.str().str();
 
@@ -653,7 +654,11 @@ int runLint(const ToolOptions &Options, const LintOptions &LintOpts,
       return ExitError;
     }
     if (!LintOpts.ExportFixes.empty())
-      if (int Status = exportFixes(Options, LintOpts, Diags, Edits))
+      if (int Status =
+              exportFixes(Options, LintOpts, Diags, Edits,
+                          Options.Sources.empty()
+                              ? llvm::StringRef(Result.Units.front())
+                              : llvm::StringRef(Options.Sources.front())))
         return Status;
     if (LintOpts.Fix && !Edits.empty()) {
       // The same writing path as `migrate --in-place`.

@@ -9,6 +9,8 @@
 #include "clang/AST/ASTContext.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/Basic/DiagnosticOptions.h"
+#include "clang/Driver/Driver.h"
+#include "clang/Driver/Options.h"
 #include "clang/Frontend/CompilerInstance.h"
 #include "clang/Frontend/FrontendAction.h"
 #include "clang/Frontend/TextDiagnosticPrinter.h"
@@ -16,7 +18,10 @@
 #include "clang/Tooling/CompilationDatabase.h"
 #include "clang/Tooling/JSONCompilationDatabase.h"
 #include "clang/Tooling/Tooling.h"
+#include "llvm/Option/ArgList.h"
+#include "llvm/Option/OptTable.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/ThreadPool.h"
@@ -24,6 +29,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <mutex>
+#include <set>
 
 using namespace clang;
 using namespace clang::tooling;
@@ -100,6 +106,11 @@ public:
   }
 
   void HandleTranslationUnit(ASTContext &Context) override {
+    // A unit with errors is not matched at all: its AST holds recovery
+    // nodes (invalid declarations, expressions without a type) that no
+    // matcher is written for, and nothing is written for it anyway.
+    if (Context.getDiagnostics().hasErrorOccurred())
+      return;
     const SourceManager &SM = Context.getSourceManager();
     std::vector<Decl *> Scope;
     // noload: what a precompiled header holds is LibTorch, never loaded.
@@ -122,32 +133,39 @@ private:
 
 class MatchUserCodeAction : public ASTFrontendAction {
 public:
-  MatchUserCodeAction(ast_matchers::MatchFinder &Finder, llvm::StringRef Root)
-      : Finder(Finder), Root(Root) {}
+  MatchUserCodeAction(ast_matchers::MatchFinder &Finder, llvm::StringRef Root,
+                      llvm::raw_ostream &Messages)
+      : Finder(Finder), Root(Root), Messages(Messages) {}
 
   std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &Compiler,
                                                  llvm::StringRef) override {
     // Read by ExecuteAction, after this: the consumer decides which bodies.
     Compiler.getFrontendOpts().SkipFunctionBodies = true;
+    // "2 errors generated." goes with the unit's errors, not straight to
+    // stderr (units run on several threads, and some are parsed again).
+    Compiler.setVerboseOutputStream(Messages);
     return std::make_unique<UserCodeConsumer>(Finder.newASTConsumer(), Root);
   }
 
 private:
   ast_matchers::MatchFinder &Finder;
   std::string Root;
+  llvm::raw_ostream &Messages;
 };
 
 class MatchUserCodeFactory : public FrontendActionFactory {
 public:
-  MatchUserCodeFactory(ast_matchers::MatchFinder &Finder, llvm::StringRef Root)
-      : Finder(Finder), Root(Root) {}
+  MatchUserCodeFactory(ast_matchers::MatchFinder &Finder, llvm::StringRef Root,
+                       llvm::raw_ostream &Messages)
+      : Finder(Finder), Root(Root), Messages(Messages) {}
   std::unique_ptr<FrontendAction> create() override {
-    return std::make_unique<MatchUserCodeAction>(Finder, Root);
+    return std::make_unique<MatchUserCodeAction>(Finder, Root, Messages);
   }
 
 private:
   ast_matchers::MatchFinder &Finder;
   std::string Root;
+  llvm::raw_ostream &Messages;
 };
 
 std::string absoluteRealPath(llvm::StringRef Path) {
@@ -219,6 +237,115 @@ bool usesCxx20OrLater(const std::vector<std::string> &Arguments) {
   return Later;
 }
 
+/// Makes a compile command parse as leniently as the project's compiler
+/// builds it: ddpify is not the compiler. Warning options go (-Werror and
+/// friends can only make a parse stricter; -Wno-... stay, they only relax)
+/// and -w silences the rest; narrowing inside braces, an error in Clang but
+/// a warning in GCC, is not an error. Options Clang's driver does not know
+/// or refuses (GCC's -fconcepts, -fno-gnu-unique, ...) go too, as clangd
+/// drops them; they are added to Dropped.
+std::vector<std::string>
+parseAsTheCompilerDoes(const std::vector<std::string> &CommandLine,
+                       std::set<std::string> &Dropped) {
+  if (CommandLine.empty())
+    return CommandLine;
+  namespace options = driver::options;
+  std::vector<const char *> Argv;
+  for (size_t I = 1; I < CommandLine.size(); ++I)
+    Argv.push_back(CommandLine[I].c_str());
+  bool ClMode = driver::IsClangCL(driver::getDriverMode(CommandLine[0], Argv));
+  unsigned MissingIndex = 0, MissingCount = 0;
+  llvm::opt::InputArgList Args = driver::getDriverOptTable().ParseArgs(
+      Argv, MissingIndex, MissingCount,
+      llvm::opt::Visibility(ClMode ? options::CLOption : options::ClangOption));
+  std::vector<bool> Drop(CommandLine.size(), false);
+  for (const llvm::opt::Arg *A : Args) {
+    const llvm::opt::Option &Option = A->getOption();
+    size_t Index = A->getIndex() + 1;
+    if (Index >= CommandLine.size())
+      continue;
+    llvm::StringRef Spelled = CommandLine[Index];
+    // Each of these is one argument: unknown ones, -W..., -pedantic.
+    if (Option.getKind() == llvm::opt::Option::UnknownClass ||
+        Option.hasFlag(options::Unsupported)) {
+      if (Spelled.starts_with("-") && Spelled.size() > 1) {
+        Drop[Index] = true;
+        Dropped.insert(Spelled.str());
+      }
+      continue;
+    }
+    if ((Option.matches(options::OPT_W_Group) &&
+         !Spelled.starts_with("-Wno-")) ||
+        Option.matches(options::OPT_pedantic_Group))
+      Drop[Index] = Spelled.starts_with("-") || Spelled.starts_with("/");
+  }
+  std::vector<std::string> Kept;
+  for (size_t I = 0; I < CommandLine.size(); ++I)
+    if (!Drop[I])
+      Kept.push_back(CommandLine[I]);
+  return getInsertArgumentAdjuster({"-w", "-Wno-c++11-narrowing"},
+                                   ArgumentInsertPosition::END)(Kept, "");
+}
+
+/// The commands of a unit at C++20 (GNU dialect if it was), when they name a
+/// C++ standard before C++20 or none (Clang's default is gnu++17); From and
+/// To say which. Empty when there is no earlier standard to retry from.
+std::vector<CompileCommand> atCxx20(std::vector<CompileCommand> Commands,
+                                    std::string &From, std::string &To) {
+  for (CompileCommand &Command : Commands) {
+    std::vector<std::string> &Line = Command.CommandLine;
+    if (Line.empty())
+      return {};
+    std::vector<const char *> Argv;
+    for (size_t I = 1; I < Line.size(); ++I)
+      Argv.push_back(Line[I].c_str());
+    if (driver::IsClangCL(driver::getDriverMode(Line[0], Argv)))
+      return {};
+    size_t Last = Line.size();
+    for (size_t I = 1; I < Line.size(); ++I) {
+      llvm::StringRef Arg = Line[I];
+      if (Arg == "--")
+        break;
+      if (Arg.starts_with("-std=") || Arg.starts_with("--std="))
+        Last = I;
+      // C, or a language given with -x other than C++.
+      if ((Arg == "-x" && I + 1 < Line.size() &&
+           !llvm::StringRef(Line[I + 1]).starts_with("c++")) ||
+          (Arg.starts_with("-x") && Arg.size() > 2 &&
+           !Arg.drop_front(2).starts_with("c++")))
+        return {};
+    }
+    bool Gnu = true;
+    if (Last < Line.size()) {
+      llvm::StringRef Standard = Line[Last];
+      From = Standard.str();
+      Standard =
+          Standard.drop_until([](char C) { return C == '='; }).drop_front();
+      if (Standard.consume_front("c++"))
+        Gnu = false;
+      else if (!Standard.consume_front("gnu++"))
+        return {}; // C, or a standard Clang would have refused
+      if (!llvm::is_contained({"98", "03", "0x", "11", "1y", "14", "1z", "17"},
+                              Standard))
+        return {};
+    } else {
+      llvm::StringRef Extension = llvm::sys::path::extension(Command.Filename);
+      if (Extension == ".c" || Extension == ".m" || Extension == ".cu")
+        return {};
+      From = "Clang's default -std=gnu++17";
+    }
+    To = Gnu ? "-std=gnu++20" : "-std=c++20";
+    if (Last < Line.size()) {
+      Line[Last] = To;
+      // Earlier ones are overridden anyway.
+    } else {
+      Line = getInsertArgumentAdjuster({To}, ArgumentInsertPosition::END)(
+          Line, Command.Filename);
+    }
+  }
+  return Commands;
+}
+
 /// Hands ClangTool the commands fetched up front: compilation databases are
 /// not safe to share between the worker threads.
 class PrefetchedDatabase : public CompilationDatabase {
@@ -265,7 +392,7 @@ UnitResult parseUnit(const ToolOptions &Options, llvm::StringRef Root,
       createMatcherModules(Unit.Findings, Root);
   for (auto &Module : Modules)
     Module->registerMatchers(Finder);
-  MatchUserCodeFactory Factory(Finder, Root);
+  MatchUserCodeFactory Factory(Finder, Root, Errors);
 
   llvm::IntrusiveRefCntPtr<DiagnosticOptions> DiagOptions =
       new DiagnosticOptions();
@@ -280,6 +407,7 @@ UnitResult parseUnit(const ToolOptions &Options, llvm::StringRef Root,
                  llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem>(
                      llvm::vfs::createPhysicalFileSystem().release()));
   Tool.setDiagnosticConsumer(&Diagnostics);
+  Tool.setPrintErrorMessage(false); // ddpify says so below.
   if (Tool.run(&Factory) == 0)
     return Unit;
 
@@ -377,8 +505,8 @@ std::string cacheDirectory(const ToolOptions &Options, llvm::StringRef Root,
 } // namespace
 
 int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
-  // Sources and root, as absolute real paths.
-  std::vector<std::string> Sources;
+  // Sources and root, as absolute real paths; Shown: as the user gave them.
+  std::vector<std::string> Sources, Shown;
   for (const std::string &Source : Options.Sources) {
     std::string Real = absoluteRealPath(Source);
     if (Real.empty() || !llvm::sys::fs::is_regular_file(Real)) {
@@ -386,9 +514,16 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
       return ExitError;
     }
     Sources.push_back(Real);
+    Shown.push_back(Source);
   }
   if (Options.Root.empty()) {
-    Result.Root = defaultRoot(Sources.front());
+    // The whole codebase: the git top-level of the current folder.
+    llvm::SmallString<256> Here;
+    llvm::sys::fs::current_path(Here);
+    std::string Cwd = absoluteRealPath(Here);
+    Result.Root = defaultRoot(
+        Sources.empty() ? (Cwd.empty() ? Here.str().str() : Cwd) + "/-"
+                        : Sources.front());
   } else {
     Result.Root = absoluteRealPath(Options.Root);
     if (Result.Root.empty() || !llvm::sys::fs::is_directory(Result.Root)) {
@@ -407,12 +542,95 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
     }
 
   std::string Error;
-  std::unique_ptr<CompilationDatabase> Database =
-      loadCompilationDatabase(Options, Sources.front(), Error);
+  std::unique_ptr<CompilationDatabase> Database = loadCompilationDatabase(
+      Options, Sources.empty() ? "" : Sources.front(), Error);
   if (!Database) {
     llvm::errs() << "ddpify: error: " << Error << "\n";
     return ExitError;
   }
+
+  std::vector<llvm::GlobPattern> Excludes;
+  for (const std::string &Glob : Options.Excludes)
+    if (llvm::Expected<llvm::GlobPattern> Pattern =
+            llvm::GlobPattern::create(Glob))
+      Excludes.push_back(std::move(*Pattern));
+    else
+      llvm::consumeError(Pattern.takeError()); // Checked by the caller.
+  auto Excluded = [&](llvm::StringRef Real) {
+    llvm::StringRef Relative = Real.drop_front(Result.Root.size());
+    Relative.consume_front("/");
+    return llvm::any_of(Excludes, [&](const llvm::GlobPattern &Pattern) {
+      return Pattern.match(Relative) || Pattern.match(Real);
+    });
+  };
+  if (Options.Sources.empty()) {
+    // The whole codebase, as run-clang-tidy takes it: every C++ unit of the
+    // database under the root, but not those generated into the build
+    // folder.
+    std::string BuildDir = absoluteRealPath(Options.BuildPath);
+    if (llvm::sys::path::filename(BuildDir) == "compile_commands.json")
+      BuildDir = llvm::sys::path::parent_path(BuildDir).str();
+    std::vector<std::string> All;
+    for (const std::string &File : Database->getAllFiles())
+      if (std::string Real = absoluteRealPath(File); !Real.empty())
+        All.push_back(Real);
+    std::sort(All.begin(), All.end());
+    All.erase(std::unique(All.begin(), All.end()), All.end());
+    unsigned Outside = 0, NotCxx = 0, InBuild = 0;
+    for (const std::string &Real : All) {
+      llvm::StringRef Extension = llvm::sys::path::extension(Real);
+      if (!isUnder(Real, Result.Root))
+        ++Outside;
+      else if (!llvm::is_contained({".cpp", ".cc", ".cxx", ".c++", ".cp", ".C",
+                                    ".CPP", ".cppm", ".ixx"},
+                                   Extension))
+        ++NotCxx;
+      else if (BuildDir != Result.Root && isUnder(Real, BuildDir))
+        ++InBuild;
+      else if (!Excluded(Real)) {
+        Sources.push_back(Real);
+        llvm::StringRef Relative =
+            llvm::StringRef(Real).drop_front(Result.Root.size());
+        Relative.consume_front("/");
+        Shown.push_back(Relative.str());
+      }
+    }
+    if (!Options.Quiet) {
+      llvm::errs() << "ddpify: " << Sources.size()
+                   << " translation unit(s) of the compilation database";
+      std::vector<std::string> Left;
+      if (unsigned Out =
+              All.size() - Sources.size() - Outside - NotCxx - InBuild)
+        Left.push_back(std::to_string(Out) + " excluded");
+      if (Outside)
+        Left.push_back(std::to_string(Outside) + " outside the root");
+      if (InBuild)
+        Left.push_back(std::to_string(InBuild) + " in the build folder");
+      if (NotCxx)
+        Left.push_back(std::to_string(NotCxx) + " not C++ sources");
+      for (size_t I = 0; I < Left.size(); ++I)
+        llvm::errs() << (I ? ", " : " (left out: ") << Left[I];
+      llvm::errs() << (Left.empty() ? "" : ")") << "\n";
+    }
+  } else if (!Excludes.empty()) {
+    for (size_t I = Sources.size(); I-- > 0;)
+      if (Excluded(Sources[I])) {
+        Sources.erase(Sources.begin() + I);
+        Shown.erase(Shown.begin() + I);
+      }
+  }
+  if (Sources.empty()) {
+    llvm::errs() << "ddpify: error: no translation unit to process";
+    if (Options.Sources.empty())
+      llvm::errs() << ": none of the compilation database's is a C++ "
+                      "source under the root '"
+                   << Result.Root << "'";
+    if (!Excludes.empty())
+      llvm::errs() << " (or --exclude leaves every one out)";
+    llvm::errs() << "\n";
+    return ExitError;
+  }
+  Result.Units = Sources;
 
   // The database is not shared with the workers: each gets its commands,
   // with the extra arguments already in.
@@ -425,10 +643,27 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
       // ClangTool would look for builtin headers next to this binary.
       getInsertArgumentAdjuster({"-resource-dir", Options.ResourceDir},
                                 ArgumentInsertPosition::BEGIN));
+  // A migrated file finds <ddp/ddp.h> even when its database predates the
+  // runtime (the second run); after every folder of the project's own.
+  std::vector<std::string> RuntimeInclude;
+  if (!Options.RuntimeIncludeDir.empty())
+    RuntimeInclude = {"-idirafter", Options.RuntimeIncludeDir};
+  std::set<std::string> Dropped;
   for (const std::string &Source : Sources) {
     Commands.push_back(Database->getCompileCommands(Source));
     for (CompileCommand &Command : Commands.back())
-      Command.CommandLine = Adjust(Command.CommandLine, Command.Filename);
+      Command.CommandLine = getInsertArgumentAdjuster(
+          RuntimeInclude, ArgumentInsertPosition::END)(
+          parseAsTheCompilerDoes(Adjust(Command.CommandLine, Command.Filename),
+                                 Dropped),
+          Command.Filename);
+  }
+  if (!Dropped.empty()) {
+    llvm::errs() << "ddpify: note: dropped compiler option(s) Clang does not "
+                    "accept (GCC's):";
+    for (const std::string &Option : Dropped)
+      llvm::errs() << " '" << Option << "'";
+    llvm::errs() << "\n";
   }
 
   // A precompiled <torch/torch.h> for the units that start with it.
@@ -465,14 +700,37 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
       Sources.size());
   Progress Bar(Sources.size(), !Options.Quiet && llvm::errs().is_displayed());
   auto ParseOne = [&](size_t I) {
-    Bar.start(Options.Sources[I]);
-    Units[I] = parseUnit(Options, Result.Root, Sources[I], Options.Sources[I],
-                         Commands[I]);
+    Bar.start(Shown[I]);
+    Units[I] =
+        parseUnit(Options, Result.Root, Sources[I], Shown[I], Commands[I]);
     // A unit that fails with the cached header gets a second chance
     // without it, so the cache can only make a run faster.
     if (Units[I].Failed && Commands[I] != WithoutCache[I])
-      Units[I] = parseUnit(Options, Result.Root, Sources[I], Options.Sources[I],
+      Units[I] = parseUnit(Options, Result.Root, Sources[I], Shown[I],
                            WithoutCache[I]);
+    // g++ builds C++20 code at -std=c++17 (`void train(auto &loader)`,
+    // with a warning); Clang does not: a unit that fails before C++20 is
+    // tried again at C++20. Its own errors are the ones shown if that
+    // fails too.
+    std::string From, To;
+    std::vector<CompileCommand> Later;
+    if (Units[I].Failed && !WithoutCache[I].empty())
+      Later = atCxx20(WithoutCache[I], From, To);
+    if (!Later.empty()) {
+      UnitResult Retry =
+          parseUnit(Options, Result.Root, Sources[I], Shown[I], Later);
+      if (!Retry.Failed) {
+        Retry.Errors = "ddpify: note: '" + Shown[I] + "' does not parse at " +
+                       From + " but does at " + To +
+                       " (GCC accepts C++20 code such as 'void f(auto &x)' "
+                       "before C++20, Clang does not): parsed at " +
+                       To + "\n" + Retry.Errors;
+        Units[I] = std::move(Retry);
+      } else {
+        Units[I].Errors +=
+            "ddpify: note: it does not parse at " + To + " either\n";
+      }
+    }
     Bar.finish();
   };
   if (Jobs <= 1) {

@@ -13,11 +13,18 @@ namespace ddpify {
 enum class Mode { Migrate, Diff, Lint };
 
 /// Exit codes shared by every mode.
-enum ExitCode { ExitOk = 0, ExitFindings = 1, ExitError = 2 };
+/// ExitUnsafe: migrate or diff listed an error-level report item, a spot
+/// that leaves the migrated program wrong (docs/report.md).
+enum ExitCode { ExitOk = 0, ExitFindings = 1, ExitError = 2, ExitUnsafe = 3 };
 
 struct ToolOptions {
   Mode RunMode = Mode::Migrate;
+  /// The translation units given; none: every one of the compilation
+  /// database (-p) under the root.
   std::vector<std::string> Sources;
+  /// --exclude: globs of translation units left out (relative to the root,
+  /// or absolute).
+  std::vector<std::string> Excludes;
   std::string Root;
   std::string BuildPath;
   bool InPlace = false;
@@ -38,6 +45,9 @@ struct ToolOptions {
   std::vector<std::string> FixedArgs;
   /// Clang's builtin headers for this binary.
   std::string ResourceDir;
+  /// The folder holding <ddp/ddp.h> (the runtime's headers), added with
+  /// -idirafter to every parse; empty when not found.
+  std::string RuntimeIncludeDir;
   /// migrate/diff: --report, where the report is written as JSON.
   std::string ReportPath;
   /// --format-style: how the lines that edits touch are formatted
@@ -47,6 +57,8 @@ struct ToolOptions {
 
 struct PipelineResult {
   std::string Root; ///< Absolute, real path of the project root.
+  /// The translation units parsed (absolute, real paths), in order.
+  std::vector<std::string> Units;
   FindingList Findings;
   EditSet Edits;
   /// Lines the report prints after its items (e.g. R10 found no

@@ -150,17 +150,28 @@ int withReport(const ToolOptions &Options, const PipelineResult &Result,
 } // namespace
 
 int addBuildAndReportEdits(const ToolOptions &Options, PipelineResult &Result) {
+  // A program that trains nothing (a tensor or autograd demo, inference)
+  // needs no DDP: no edit at all.
+  bool HasMain = false, Trains = false;
+  for (const Finding &F : Result.Findings)
+    if (F.Form == FindingForm::ProgramFact) {
+      HasMain |= F.NewName == "main";
+      Trains |= F.NewName == "trains";
+    }
+  if (HasMain && !Trains) {
+    Result.Edits = EditSet();
+    Result.Findings.clear();
+    Result.Notes.push_back(
+        "the program trains nothing (no optimizer is built or stepped in "
+        "the code reached from main): it needs no DDP, so ddpify leaves it "
+        "as it is");
+    return ExitOk;
+  }
   std::vector<std::string> Changed;
   for (const auto &[File, Edits] : Result.Edits.files())
     if (!Edits.empty())
       Changed.push_back(File);
-  std::vector<std::string> Units;
-  for (const std::string &Source : Options.Sources) {
-    llvm::SmallString<256> Real;
-    if (!llvm::sys::fs::real_path(Source, Real))
-      Units.push_back(Real.str().str());
-  }
-  CMakeMigration Build = migrateCMake(Changed, Units, Result.Root);
+  CMakeMigration Build = migrateCMake(Changed, Result.Units, Result.Root);
   for (const clang::tooling::Replacement &Edit : Build.Edits)
     if (llvm::Error Err = Result.Edits.add(Edit)) {
       llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err))
@@ -204,8 +215,9 @@ void printReport(const ToolOptions &Options, const PipelineResult &Result,
     OS << "ddpify: " << S.Items.size()
        << " item(s) to migrate by hand (ids: docs/report.md):\n";
     for (const Finding *F : S.Items) {
-      OS << "  " << reportItemId(*F) << " "
-         << pathInRoot(F->FilePath, Result.Root) << ":" << F->Line << ": ";
+      OS << "  " << (F->Level == ReportLevel::Error ? "error: " : "")
+         << reportItemId(*F) << " " << pathInRoot(F->FilePath, Result.Root)
+         << ":" << F->Line << ": ";
       // The rule (and its check), or the check of a lint-only finding.
       if (!F->RuleId.empty())
         OS << F->RuleId
@@ -230,14 +242,15 @@ std::string reportJson(const ToolOptions &Options, const PipelineResult &Result,
                                        {"reportComments", FS.Comments}});
   llvm::json::Array Items;
   for (const Finding *F : S.Items)
-    Items.push_back(
-        llvm::json::Object{{"id", reportItemId(*F)},
-                           {"rule", F->RuleId},
-                           {"check", F->CheckName},
-                           {"file", pathInRoot(F->FilePath, Result.Root)},
-                           {"line", F->Line},
-                           {"column", F->Column},
-                           {"reason", reportItemReason(*F)}});
+    Items.push_back(llvm::json::Object{
+        {"id", reportItemId(*F)},
+        {"level", F->Level == ReportLevel::Error ? "error" : "warning"},
+        {"rule", F->RuleId},
+        {"check", F->CheckName},
+        {"file", pathInRoot(F->FilePath, Result.Root)},
+        {"line", F->Line},
+        {"column", F->Column},
+        {"reason", reportItemReason(*F)}});
   llvm::json::Array Notes;
   for (const std::string &Note : Result.Notes)
     Notes.push_back(Note);
@@ -258,11 +271,21 @@ std::string reportJson(const ToolOptions &Options, const PipelineResult &Result,
   return Text;
 }
 
+/// Exit 3 in place of 0 or 1 when an item leaves the program wrong.
+static int withUnsafe(int Status, const PipelineResult &Result) {
+  if (Status == ExitError)
+    return Status;
+  for (const Finding &F : Result.Findings)
+    if (F.Level == ReportLevel::Error && isReportItem(F))
+      return ExitUnsafe;
+  return Status;
+}
+
 int migrateAndReport(const ToolOptions &Options, const PipelineResult &Result) {
   return withReport(Options, Result, [&] {
     int Status = writeMigration(Options, Result);
     printReport(Options, Result, /*Applied=*/Status != ExitError);
-    return Status;
+    return withUnsafe(Status, Result);
   });
 }
 
@@ -272,7 +295,7 @@ int diffAndReport(const ToolOptions &Options, const PipelineResult &Result,
     int Status = printDiff(Result, OS);
     OS.flush();
     printReport(Options, Result);
-    return Status;
+    return withUnsafe(Status, Result);
   });
 }
 

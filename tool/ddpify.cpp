@@ -2,6 +2,7 @@
 //
 // ddpify migrate|diff|lint [options] <source>... [-p <build-path>]
 //        [-- <compiler args>]
+// ddpify migrate|diff|lint [options] -p <build-path> [--exclude <glob>]...
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,7 @@
 #include "ddpify/Registry.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -26,6 +28,12 @@ cl::OptionCategory DdpifyCategory("ddpify options");
 
 cl::list<std::string> Sources(cl::Positional, cl::desc("<source>..."),
                               cl::cat(DdpifyCategory));
+cl::list<std::string>
+    Excludes("exclude",
+             cl::desc("Leave out the translation units matching this glob "
+                      "(relative to the root, or absolute; '*' also "
+                      "matches '/'; repeatable)"),
+             cl::value_desc("glob"), cl::cat(DdpifyCategory));
 cl::opt<std::string>
     BuildPath("p",
               cl::desc("Build directory holding compile_commands.json "
@@ -133,7 +141,12 @@ const char Overview[] =
     "ddpify: turn a single-GPU LibTorch program into a multi-process DDP "
     "program.\n\n"
     "  ddpify migrate|diff|lint [options] <source>... [-p <build-path>] "
-    "[-- <compiler args>]\n\n"
+    "[-- <compiler args>]\n"
+    "  ddpify migrate|diff|lint [options] -p <build-path> [--exclude <glob>]"
+    "...\n"
+    "           (no sources: every translation unit of the compilation "
+    "database\n"
+    "           under --root)\n\n"
     "modes:\n"
     "  migrate  rewrite the sources (and the headers under --root they "
     "include);\n"
@@ -179,6 +192,25 @@ std::string findResourceDir(const char *Argv0) {
   if (sys::fs::exists(Probe))
     return Candidate.str().str();
   return DDPIFY_CLANG_RESOURCE_DIR;
+}
+
+/// The folder holding the runtime's <ddp/ddp.h>: <bin>/../include when the
+/// binary is installed with the runtime, else the runtime/include of the
+/// source tree ddpify was built from; empty when neither has it.
+std::string findRuntimeIncludeDir(const char *Argv0) {
+  static int Anchor;
+  std::string Exe = sys::fs::getMainExecutable(Argv0, &Anchor);
+  SmallString<256> Installed(
+      sys::path::parent_path(sys::path::parent_path(Exe)));
+  sys::path::append(Installed, "include");
+  for (StringRef Candidate :
+       {StringRef(Installed), StringRef(DDPIFY_RUNTIME_INCLUDE_DIR)}) {
+    SmallString<256> Probe(Candidate);
+    sys::path::append(Probe, "ddp", "ddp.h");
+    if (sys::fs::exists(Probe))
+      return Candidate.str();
+  }
+  return "";
 }
 
 } // namespace
@@ -263,6 +295,7 @@ int main(int argc, const char **argv) {
   }
 
   Options.Sources.assign(Sources.begin(), Sources.end());
+  Options.Excludes.assign(Excludes.begin(), Excludes.end());
   Options.Root = Root;
   Options.BuildPath = BuildPath;
   Options.InPlace = InPlace;
@@ -277,13 +310,25 @@ int main(int argc, const char **argv) {
   Options.CacheTrace = CacheTrace;
   Options.Checks = Checks;
   Options.ResourceDir = findResourceDir(argv[0]);
+  Options.RuntimeIncludeDir = findRuntimeIncludeDir(argv[0]);
   Options.ReportPath = ReportFile;
   Options.FormatStyle = FormatStyle;
 
-  if (Options.Sources.empty()) {
-    errs() << "ddpify: error: no source files given\n";
+  // No sources: the whole codebase, every unit of the database under the
+  // root (as run-clang-tidy does). `--` lists no files.
+  if (Options.Sources.empty() &&
+      (Options.BuildPath.empty() || Options.HasFixedArgs)) {
+    errs() << "ddpify: error: no source files given; list them, or give "
+              "-p <build-path> alone for every translation unit of its "
+              "compilation database\n";
     return ExitError;
   }
+  for (const std::string &Glob : Options.Excludes)
+    if (Expected<GlobPattern> Pattern = GlobPattern::create(Glob); !Pattern) {
+      errs() << "ddpify: error: --exclude '" << Glob
+             << "': " << toString(Pattern.takeError()) << "\n";
+      return ExitError;
+    }
   if (Options.RunMode == Mode::Migrate) {
     if (Options.InPlace == !Options.OutDir.empty()) {
       errs() << "ddpify: error: migrate needs exactly one of --in-place and "
@@ -307,8 +352,14 @@ int main(int argc, const char **argv) {
     return ExitError;
   }
   // A style that cannot be read is an error before anything is parsed.
-  if (llvm::Error Err =
-          checkFormatStyle(Options.FormatStyle, Options.Sources.front())) {
+  // Without sources, a `.clang-format` is looked for from the root (or the
+  // current folder) up.
+  SmallString<256> StyleFile(Options.Root.empty() ? "." : Options.Root);
+  sys::path::append(StyleFile, "ddpify.cpp");
+  if (llvm::Error Err = checkFormatStyle(
+          Options.FormatStyle, Options.Sources.empty()
+                                   ? StringRef(StyleFile)
+                                   : StringRef(Options.Sources.front()))) {
     errs() << "ddpify: error: --format-style: " << toString(std::move(Err))
            << "\n";
     return ExitError;

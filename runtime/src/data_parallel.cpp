@@ -6,6 +6,7 @@
 
 #include "env_launcher.h"
 #include "shm_allreduce.h"
+#include "unwrapped_check.h"
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
@@ -155,6 +156,7 @@ public:
     broadcast_states();
     build_buckets();
     install_hooks();
+    note_wrapper_constructed(); // the process is data parallel
   }
 
   ~Reducer() {

@@ -3,6 +3,7 @@
 #include <ddp/distributed.h>
 
 #include "env_launcher.h"
+#include "unwrapped_check.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -422,6 +423,7 @@ void init(int& argc, char** argv, InitOptions options) {
       registered = true;
       std::atexit(at_exit);
     }
+    detail::arm_unwrapped_check(env.rank, env.world_size);
   } else {
     s.backend = "none";
   }

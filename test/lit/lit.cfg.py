@@ -29,6 +29,8 @@ config.substitutions.append(("%not", os.path.join(config.llvm_tools_dir, "not"))
 config.substitutions.append(("%torch_flags", "-- " + compile_args + " -I" + runtime_include))
 config.substitutions.append(("%torch_args", compile_args))
 config.substitutions.append(("%runtime_include", runtime_include))
+# The clang++ the migrated programs are checked with, for a test's own flags.
+config.substitutions.append(("%clangxx", config.clangxx))
 # Checks that the migrated program compiles against LibTorch and the runtime.
 config.substitutions.append(
     ("%syntax_check", config.clangxx + " -fsyntax-only " + compile_args + " -I" + runtime_include))
@@ -99,3 +101,8 @@ if pch:
     config.substitutions.insert(0, (
         "%syntax_check",
         config.clangxx + " -fsyntax-only " + compile_args + " -include-pch " + pch + " -I" + runtime_include))
+# The same check at C++14 (no precompiled header: it is C++17); ahead of
+# %syntax_check, whose name is a prefix of it.
+config.substitutions.insert(0, (
+    "%syntax_check_cxx14",
+    config.clangxx + " -fsyntax-only " + compile_args + " -std=c++14 -I" + runtime_include))

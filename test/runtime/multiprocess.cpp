@@ -115,6 +115,10 @@ std::vector<int> run_ranks_status(int world_size,
     set("MASTER_PORT", std::to_string(port));
     // One intra-op thread per rank: 2 cores, up to 4 ranks.
     set("OMP_NUM_THREADS", "1");
+    // Unit tests run backward passes without a wrapper on purpose (the
+    // unwrapped-training warning has tests of its own); options.env may
+    // turn it back on.
+    set("DDP_WARN_UNWRAPPED", "0");
     // A rank waiting for a peer that crashed fails with the runtime's
     // message before the parent's kill (options.env may override).
     set("DDP_TIMEOUT_SECONDS",

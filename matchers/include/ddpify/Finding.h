@@ -62,6 +62,11 @@ enum class FindingForm {
   /// R10: an edit of a CMakeLists.txt, already made (FilePath, Line); only
   /// counted in the report.
   BuildFileEdit,
+  /// What a translation unit shows of the whole program, in NewName:
+  /// "main" (it defines main) or "trains" (it builds or steps an optimizer,
+  /// or calls code ddpify does not see). No location, no edit: a program
+  /// with a main and nothing that trains is left as it is.
+  ProgramFact,
 };
 
 /// A secondary location of a diagnostic (lint prints it as a note), e.g.
@@ -73,6 +78,11 @@ struct FindingNote {
   unsigned Column = 0;
   std::string Message;
 };
+
+/// How bad a report item is. An error is a spot that leaves the migrated
+/// program wrong (ranks training alone, diverging, hanging) and that ddpify
+/// could not fix: migrate and diff exit 3 when one is listed.
+enum class ReportLevel { Warning, Error };
 
 struct Finding {
   std::string RuleId;    ///< Migration rule, e.g. "R3".
@@ -107,6 +117,7 @@ struct Finding {
   /// The stable id of a report item (docs/report.md), e.g. "divergent-exit";
   /// set with NotRewrittenReason. Migrate and diff list it in the report.
   std::string ReportId;
+  ReportLevel Level = ReportLevel::Warning;
   /// What a rule's rewriter needs to spell its edit (R6: the model
   /// expression and the wrapper's name; R11: the accumulators; ...).
   std::vector<std::string> Names;

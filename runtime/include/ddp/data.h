@@ -90,10 +90,19 @@ private:
 /// Resolves and checks the rank and world size of `options`.
 std::pair<int64_t, int64_t> resolve_shard(const ShardOptions& options);
 
+/// The safety net for unwrapped training (docs/runtime-ddp.md): warns once,
+/// on rank 0, if a backward pass ran under a launcher and no
+/// DistributedDataParallel was ever constructed. Cheap after the first call
+/// that decides it.
+void check_unwrapped_training();
+
 /// Whether T is a torch sampler (derives from Sampler<T::BatchRequestType>).
+// std::void_t is C++17; migrated programs may be C++14 (LibTorch 1.13's
+// minimum).
+template <typename...> struct make_void { using type = void; };
 template <typename T, typename = void> struct is_sampler : std::false_type {};
 template <typename T>
-struct is_sampler<T, std::void_t<typename T::BatchRequestType>>
+struct is_sampler<T, typename make_void<typename T::BatchRequestType>::type>
     : std::is_base_of<
           torch::data::samplers::Sampler<typename T::BatchRequestType>, T> {};
 
@@ -162,6 +171,10 @@ public:
     if (s.world_size == 1) {
       return s.inner.next(batch_size);
     }
+    // A batch request after the loop's first backward pass: the earliest
+    // point where unwrapped training is certain (a loader with workers
+    // prefetches at begin(), before any step, then asks once per batch).
+    detail::check_unwrapped_training();
     if (!s.built) {
       build(c10::nullopt);
     }

@@ -205,7 +205,9 @@ private:
   std::shared_ptr<M> module_;
 };
 
-// Deduction guides, so migrated code needs no template argument.
+// Deduction guides, so migrated code needs no template argument (C++17;
+// C++14 code spells `ddp::DistributedDataParallel<>`).
+#if __cplusplus >= 201703L
 template <typename Impl>
 DistributedDataParallel(const torch::nn::ModuleHolder<Impl>&)
     -> DistributedDataParallel<Impl>;
@@ -232,6 +234,7 @@ DistributedDataParallel(Impl*) -> DistributedDataParallel<Impl>;
 template <typename Impl>
 DistributedDataParallel(Impl*, DistributedDataParallelOptions)
     -> DistributedDataParallel<Impl>;
+#endif
 
 /// Wraps `module` for the rest of the process, for code where no object can
 /// hold the wrapper (a placement inside a constructor or a helper function).

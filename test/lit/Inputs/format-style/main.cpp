@@ -11,3 +11,9 @@ int main() {
   auto t = torch::ones({2}).cuda();
   return untouched + static_cast<int>(t.size(0));
 }
+
+// Builds an optimizer: the program trains (one that trains nothing is left
+// as it is).
+void build_optimizer() {
+  torch::optim::SGD optimizer(std::vector<torch::Tensor>{}, 0.1);
+}

@@ -10,3 +10,9 @@ int main(int count, char *values[]) {
   std::cerr << "args " << helper(count) << values[0] << '\n';
   return 0;
 }
+
+// Builds an optimizer: the program trains (one that trains nothing is left
+// as it is).
+void build_optimizer() {
+  torch::optim::SGD optimizer(std::vector<torch::Tensor>{}, 0.1);
+}

@@ -59,3 +59,9 @@ int main() {
             << device_parameter(x, device).sum().item<float>() << '\n';
   return 0;
 }
+
+// Builds an optimizer: the program trains (one that trains nothing is left
+// as it is).
+void build_optimizer() {
+  torch::optim::SGD optimizer(std::vector<torch::Tensor>{}, 0.1);
+}

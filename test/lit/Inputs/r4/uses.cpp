@@ -78,3 +78,9 @@ int main() {
   fixed(*typed);
   return 0;
 }
+
+// Builds an optimizer: the program trains (one that trains nothing is left
+// as it is).
+void build_optimizer() {
+  torch::optim::SGD optimizer(std::vector<torch::Tensor>{}, 0.1);
+}

@@ -42,3 +42,9 @@ int main() {
   bool same = typeid(*block->bn1) == typeid(torch::nn::BatchNorm2dImpl);
   return same && impl && volume && local && layers.size() == 1 ? 0 : 1;
 }
+
+// Builds an optimizer: the program trains (one that trains nothing is left
+// as it is).
+void build_optimizer() {
+  torch::optim::SGD optimizer(std::vector<torch::Tensor>{}, 0.1);
+}

@@ -51,3 +51,9 @@ int main(int argc, char **argv) {
   std::cout.flush();
   return written > 0 ? 0 : 1;
 }
+
+// Builds an optimizer: the program trains (one that trains nothing is left
+// as it is).
+void build_optimizer() {
+  torch::optim::SGD optimizer(std::vector<torch::Tensor>{}, 0.1);
+}

@@ -36,3 +36,9 @@ int main(int argc, char **argv) {
   save(1);
   return 0;
 }
+
+// Builds an optimizer: the program trains (one that trains nothing is left
+// as it is).
+void build_optimizer() {
+  torch::optim::SGD optimizer(std::vector<torch::Tensor>{}, 0.1);
+}

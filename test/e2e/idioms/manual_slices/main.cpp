@@ -1,0 +1,62 @@
+// Fits a small network to a 1-D signal with no data loader: the whole data
+// set is in two tensors, shuffled by the program each epoch and cut into
+// batches with narrow/slice in an index loop.
+// Usage: manual_slices [batch_size]
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+struct Fit : torch::nn::Module {
+  Fit() {
+    a = register_module("a", torch::nn::Linear(1, 32));
+    b = register_module("b", torch::nn::Linear(32, 32));
+    c = register_module("c", torch::nn::Linear(32, 1));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    return c(torch::tanh(b(torch::tanh(a(x)))));
+  }
+  torch::nn::Linear a{nullptr}, b{nullptr}, c{nullptr};
+};
+
+int main(int argc, char **argv) {
+  const int64_t batch = argc > 1 ? std::atol(argv[1]) : 32;
+  torch::manual_seed(6);
+  torch::Device device(torch::kCPU);
+  if (torch::cuda::is_available()) {
+    device = torch::Device(torch::kCUDA);
+  }
+
+  const int64_t n = 448;
+  auto inputs = torch::linspace(-3, 3, n).unsqueeze(1);
+  auto targets = torch::sin(2 * inputs) * torch::exp(-0.2 * inputs * inputs) +
+                 0.05 * torch::randn({n, 1});
+  inputs = inputs.to(device);
+  targets = targets.to(device);
+
+  auto model = std::make_shared<Fit>();
+  model->to(device);
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(0.01));
+
+  for (int epoch = 1; epoch <= 5; ++epoch) {
+    auto order = torch::randperm(n, torch::TensorOptions().dtype(torch::kLong).device(device));
+    auto x_all = inputs.index_select(0, order);
+    auto y_all = targets.index_select(0, order);
+    double epoch_loss = 0;
+    for (int64_t start = 0; start < n; start += batch) {
+      const int64_t size = std::min(batch, n - start);
+      auto x = x_all.narrow(0, start, size);
+      auto y = y_all.slice(0, start, start + size);
+      optimizer.zero_grad();
+      auto loss = torch::mse_loss(model->forward(x), y);
+      loss.backward();
+      optimizer.step();
+      epoch_loss += loss.item<double>() * size;
+    }
+    std::printf("epoch %d train_loss %.6f\n", epoch, epoch_loss / n);
+  }
+  torch::NoGradGuard no_grad;
+  const double mse = torch::mse_loss(model->forward(inputs), targets).item<double>();
+  std::printf("final mse %.6f\n", mse);
+  return EXIT_SUCCESS;
+}

@@ -1,0 +1,471 @@
+#!/usr/bin/env python3
+"""End-to-end test of one idiom program of test/e2e/idioms/: migrate, build, train.
+
+    run_idiom.py IDIOM --source-root DIR --build-dir DIR --hook-object FILE
+                 --work-dir DIR [--cache-dir DIR] [--generator G]
+
+Each idiom is a small single-GPU LibTorch program written in one of the ways
+public programs are written (../shared/IDIOMS.md). The original is only
+configured (its compilation database), never built: the migrated program run
+without a launcher is the reference. Steps, each a named check (every check
+that can still run is run; the summary names each one that failed):
+  1. `ddpify migrate --out-dir` of the whole program (-p the original's
+     configured build, its sources) exits as IDIOMS says; the report (JSON)
+     names what IDIOMS says it must. For a program that trains nothing, the
+     migrated tree is the original tree, byte for byte, and that ends the test.
+  2. The migrated tree configures and builds against the ddpify build tree
+     (find_package(ddpify) through CMAKE_PREFIX_PATH) with the parameter-hash
+     hook linked in (link_hook.cmake, as run_example.py); `ddpify migrate` of
+     the migrated tree changes nothing.
+  3. `ddprun --nproc-per-node 2` at batch B, each rank in its own working
+     directory, and in parallel the reference: the migrated program alone
+     (world size 1) at batch REF_BATCH (2B: two ranks at B see, step by step,
+     the samples one process sees at 2B; B where the data cannot be sharded
+     and every rank trains on all of it). Checks: exit 0 (both); every rank
+     ends with the same parameter hashes, with the expected number of wrapped
+     models (and the reference built as many, inactive); no rank warned of
+     unwrapped training; rank 1 printed nothing; rank 0's stdout is the
+     reference's stdout (see "Output convention"): each line once, every
+     count equal, every other number within tolerance; rank 0 wrote the
+     expected files, rank 1 none, and the text files rank 0 wrote equal the
+     reference's by the same rule.
+
+Output convention of the idiom programs: metrics are printed one epoch (or
+one table row) per line as `<tag> [<index>] <name> <value> <name> <value>
+...`, e.g. `epoch 2 train_loss 0.123456 train_correct 417 test_acc 0.803213`.
+Counts are printed as integers (no decimal point) and must be EXACTLY equal to
+the reference's; rates, losses and other reals are printed with a decimal
+point (%.6f) and must agree within |a - b| <= ATOL + RTOL * |b| (ATOL 1e-4,
+RTOL 1e-3, or the idiom's own). The comparison is token by token over whole
+lines, so any other line (e.g. `checkpoint 1 after epoch 2`) must be printed
+exactly as the reference prints it, and a line printed twice, lost or
+printed by another rank fails it. Dropping a sample or counting one twice, a
+metric of one rank's shard instead of the global one (half the count), a
+padded evaluation set (one sample more) all break the exact counts.
+
+Why the reference matches: the training loaders of the idioms are sequential
+or random; random ones are reseeded by the program with torch::manual_seed(e)
+before the pass of epoch e (0-based), which is the permutation ddp's
+DistributedSampler draws at world size > 1 (default generator seeded with
+ShardOptions::seed() (0) + epoch), and the sampler at world size 1 draws from
+the program's generator: both runs then see one permutation, rank r taking
+positions r, r+2, ... of it. Training sets are divisible by 2B (no padding).
+No idiom program uses dropout or other randomness inside the training loop,
+except the GAN (its noise is drawn per rank: only its output structure is
+compared).
+
+Exit status 0 when every check passed, 1 otherwise.
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import run_example as rx  # noqa: E402  (the shared helpers)
+
+ATOL = 1e-4
+RTOL = 1e-3
+BATCH = 16  # per rank under ddprun; REF_BATCH is 2 * BATCH unless unsharded
+
+# Per idiom: the executable, its arguments at a batch size, how many models
+# each rank must wrap, what rank 0 writes, what the report must say, and how
+# its output is compared with the reference.
+#   exe:      the target's file name in the migrated build folder
+#   args:     lambda(batch, inputs) -> program arguments
+#   models:   ddp::DistributedDataParallel per rank (hash hook lines)
+#   files:    files rank 0 must write (relative to its working directory);
+#             `text` ones are also compared with the reference's numerically
+#   exit:     the expected exit status of `ddpify migrate` (0; 3 for an
+#             error-level item)
+#   report:   regex the report's items and notes (JSON) must match, if any
+#   compare:  "exact" (counts equal, reals within tolerance) or "structure"
+#             (every number masked: only the lines and their words)
+#   ref_batch: the reference's batch (2 * BATCH; BATCH where the data are not
+#             sharded and every rank trains on all of it)
+#   untouched: migrate must not edit anything (programs that train nothing)
+#   prepare:  lambda(exe, work) -> (argv, inputs): a run of the migrated
+#             program without a launcher that makes the program's input
+IDIOMS = {
+    # C++14 tutorial-style convnet, TORCH_MODULE, RandomSampler train +
+    # SequentialSampler test (203 samples: padding shows), train/test metrics.
+    "cxx14": dict(
+        exe="cxx14_digits", args=lambda b, i: [str(b)], models=1),
+    # CPU only, `Net net;` by value with no device code at all, a copy of
+    # the data set passed by lvalue, DataLoaderOptions().workers(0).
+    "cpu_value_model": dict(
+        exe="cpu_value_model", args=lambda b, i: [str(b)], models=1),
+    # std::make_shared<Net>() placed in main, trained in
+    # `void train(std::shared_ptr<Net>, ...)` that builds the optimizer and
+    # the loader; clip_grad_norm_; evaluation in another helper.
+    "make_shared_helper": dict(
+        exe="shared_helper", args=lambda b, i: [str(b)], models=1),
+    # A bare Linear, a value-held Module (`auto m = Perceptron(16);`) and a
+    # local Sequential, trained one after another on one loader, each with
+    # its own optimizer (SGD, SGD with lr decay through param_groups, Adam).
+    "three_models": dict(
+        exe="three_models", args=lambda b, i: [str(b)], models=3),
+    # Generator holder + discriminator Sequential, both with BatchNorm1d
+    # (SyncBatchNorm), two Adams, two backward passes before D's step. Noise
+    # is drawn per rank, so a 2-rank run is not the 1-process run at 2B.
+    "gan_batchnorm": dict(
+        exe="gan", args=lambda b, i: [str(b)], models=2, compare="structure"),
+    # A TorchScript backbone (made by the program itself with
+    # torch::jit::Module::define + save, loaded with torch::jit::load), frozen
+    # and on the device; only the Linear head is trained and wrapped.
+    "frozen_backbone": dict(
+        exe="linear_probe", args=lambda b, i: [i["backbone"], str(b)],
+        models=1,
+        prepare=lambda exe, work: (
+            [exe, "--make-backbone", os.path.join(work, "backbone.pt")],
+            {"backbone": os.path.join(work, "backbone.pt")})),
+    # Loaders returned by functions whose return type is written out:
+    # std::unique_ptr<StatelessDataLoader<MapDataset<...>, RandomSampler>>,
+    # and through an alias for the test loader.
+    "loader_returned_type": dict(
+        exe="returned_loader", args=lambda b, i: [str(b)], models=1),
+    # `template <typename Loader> double train(Ball&, Loader&, ...)` and
+    # `template <typename Loader> void test(Ball&, Loader&, ...)`; the train
+    # loss is the mean of batch means (sum / batch_idx); clip_grad_value_.
+    "loaders_in_templates": dict(
+        exe="template_loops", args=lambda b, i: [str(b)], models=1),
+    # Training running_loss / dataset_size and correct / dataset_size per
+    # epoch, a std::array and a std::vector of per-class counts over the test
+    # loader (251 samples), DataLoaderOptions().workers(2).
+    "per_class_accuracy": dict(
+        exe="per_class", args=lambda b, i: [str(b)], models=1),
+    # `std::cout << ++checkpoint ...` (the counter decides a learning-rate
+    # change later) and a forward pass of a BatchNorm model inside `<<`
+    # (train mode: a collective forward once migrated); checkpoints.
+    "side_effect_print": dict(
+        exe="side_effects", args=lambda b, i: [str(b)], models=1,
+        files=["regressor-1.pt", "regressor-2.pt"]),
+    # std::filesystem::create_directory, an std::ofstream CSV log, a summary
+    # written by the program's own function, torch::save into the folder.
+    "csv_and_dirs": dict(
+        exe="csv_logger", args=lambda b, i: [str(b)], models=1,
+        files=["runs/train_log.csv", "runs/summary.txt", "runs/moons.pt"],
+        text=["runs/train_log.csv", "runs/summary.txt"]),
+    # Tensors and autograd, a Linear's gradient never applied, a torch::save:
+    # no optimizer, so migrate leaves every file alone and says why.
+    "non_training_demo": dict(
+        untouched=True, report=r"(?i)no optimi|trains? nothing|not train"),
+    # No loader: whole data set in tensors, the program's own randperm
+    # shuffle, batches by narrow/slice. Not shardable: every rank trains on
+    # all data (same result as one process at B, no speed-up), and the report
+    # says the speed-up is lost. Built with -Wall -Wextra -Werror.
+    "manual_slices": dict(
+        exe="manual_slices", args=lambda b, i: [str(b)], models=1,
+        ref_batch=BATCH, report=r"(?i)shard"),
+}
+
+NUMBER = re.compile(r"([-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf)")
+
+
+def split_numbers(line):
+    """[text, number, text, number, ..., text] of a line."""
+    return NUMBER.split(line)
+
+
+def is_count(token):
+    return re.fullmatch(r"[-+]?\d+", token) is not None
+
+
+def compare_lines(got, want, mode, atol, rtol):
+    """'' when the lines `got` (rank 0) match `want` (the reference) under
+    the output convention, else what differs first (and how many lines)."""
+    problems = []
+    if len(got) != len(want):
+        problems.append(f"{len(got)} line(s), the reference printed "
+                        f"{len(want)}")
+    worst = 0.0
+    shown = 0
+    for n, (g, w) in enumerate(zip(got, want), 1):
+        gs, ws = split_numbers(g), split_numbers(w)
+        why = ""
+        if len(gs) != len(ws) or gs[0::2] != ws[0::2]:
+            why = "different words"
+        elif mode == "exact":
+            for a, b in zip(gs[1::2], ws[1::2]):
+                if is_count(a) and is_count(b):
+                    if int(a) != int(b):
+                        why = f"count {a} != {b}"
+                        break
+                    continue
+                fa, fb = float(a), float(b)
+                if fa != fb and not abs(fa - fb) <= atol + rtol * abs(fb):
+                    why = f"{a} vs {b} outside tolerance"
+                    break
+                if fb:
+                    worst = max(worst, abs(fa - fb) / abs(fb))
+        if why:
+            shown += 1
+            if shown <= 4:
+                problems.append(f"line {n}: {why}\n  2 ranks:   {g!r}\n"
+                                f"  reference: {w!r}")
+    if shown > 4:
+        problems.append(f"({shown - 4} more differing line(s))")
+    if not problems and mode == "exact":
+        print(f"  (largest relative difference of a real: {worst:.2e})")
+    return "\n".join(problems)
+
+
+def lines_of(text):
+    return [line for line in text.rstrip("\n").split("\n") if line.strip()] \
+        if text.strip() else []
+
+
+def report_text(path):
+    """The items and notes of a --report JSON file, as one string."""
+    try:
+        with open(path) as f:
+            report = json.load(f)
+    except (OSError, ValueError):
+        return None
+    parts = [f"{i.get('id', '')} {i.get('reason', '')}"
+             for i in report.get("items", [])]
+    parts += [n if isinstance(n, str) else json.dumps(n)
+              for n in report.get("notes", [])]
+    return "\n".join(parts)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("idiom", choices=sorted(IDIOMS))
+    parser.add_argument("--source-root", required=True)
+    parser.add_argument("--build-dir", required=True)
+    parser.add_argument("--hook-object", required=True)
+    parser.add_argument("--work-dir", required=True)
+    parser.add_argument("--cache-dir", help="ddpify's precompiled-header "
+                        "cache, shared by the idiom tests")
+    parser.add_argument("--generator", default="Ninja")
+    args = parser.parse_args()
+
+    name = args.idiom
+    spec = dict(compare="exact", files=[], text=[], exit=0, report=None,
+                ref_batch=2 * BATCH, untouched=False, prepare=None,
+                atol=ATOL, rtol=RTOL)
+    spec.update(IDIOMS[name])
+    checks = rx.Checks(f"idiom.{name}")
+    src = os.path.join(args.source_root, "test", "e2e", "idioms", name)
+    bindir = os.path.join(args.build_dir, "bin")
+    ddpify = os.path.join(bindir, "ddpify")
+    ddprun = os.path.join(bindir, "ddprun")
+    for needed in (ddpify, ddprun, args.hook_object, src):
+        if not os.path.exists(needed):
+            print(f"idiom.{name}: missing {needed} (build the targets ddpify, "
+                  "ddprun, ddp_runtime and ddpify_e2e_hook first)")
+            return 1
+
+    work = os.path.abspath(args.work_dir)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    logs = os.path.join(work, "logs")
+    os.makedirs(logs)
+    orig_build = os.path.join(work, "original-build")
+    migrated = os.path.join(work, "migrated")
+    mig_build = os.path.join(work, "migrated-build")
+    cache = ["--cache-dir", os.path.abspath(args.cache_dir)] \
+        if args.cache_dir else []
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+
+    def summary_exit():
+        checks.summary()
+        print(f"(logs: {logs})")
+        return 1 if checks.failed() else 0
+
+    # 1. Configure the original (not built), migrate it.
+    code, out, err = rx.run(["cmake", "-S", src, "-B", orig_build, "-G",
+                             args.generator,
+                             "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"],
+                            timeout=rx.BUILD_TIMEOUT_S,
+                            log=os.path.join(logs, "configure-original.log"))
+    if not checks.record("configure-original", code == 0, rx.tail(out + err)):
+        return summary_exit()
+    report_file = os.path.join(work, "report.json")
+    code, out, err = rx.run([ddpify, "migrate", "--out-dir", migrated,
+                             "--root", src, "-p", orig_build, "--report",
+                             report_file] + cache + rx.sources(src),
+                            timeout=rx.BUILD_TIMEOUT_S,
+                            log=os.path.join(logs, "migrate.log"))
+    print("--- ddpify migrate report (stderr)\n" + err, flush=True)
+    if not checks.record(f"migrate-exit-{spec['exit']}",
+                         code == spec["exit"] and os.path.isdir(migrated),
+                         f"exit {code}\n{rx.tail(err)}"):
+        return summary_exit()
+    if spec["report"]:
+        text = report_text(report_file)
+        checks.record("report-says-why",
+                      text is not None and
+                      re.search(spec["report"], text) is not None,
+                      f"no report item or note matches /{spec['report']}/; "
+                      f"items and notes: {text!r}")
+    if spec["untouched"]:
+        difference = rx.compare_trees(src, migrated)
+        checks.record("migrate-edits-nothing", not difference, difference)
+        return summary_exit()
+
+    # 2. Build the migrated tree; migrate it again.
+    code, out, err = rx.run([
+        "cmake", "-S", migrated, "-B", mig_build, "-G", args.generator,
+        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+        f"-DCMAKE_PREFIX_PATH={os.path.abspath(args.build_dir)}",
+        f"-DCMAKE_PROJECT_INCLUDE={os.path.join(HERE, 'link_hook.cmake')}",
+        f"-DDDPIFY_E2E_HOOK_OBJECT={os.path.abspath(args.hook_object)}"],
+        timeout=rx.BUILD_TIMEOUT_S,
+        log=os.path.join(logs, "configure-migrated.log"))
+    if not checks.record("configure-migrated", code == 0, rx.tail(out + err)):
+        return summary_exit()
+
+    def build_migrated():
+        code, out, err = rx.run(["cmake", "--build", mig_build],
+                                timeout=rx.BUILD_TIMEOUT_S,
+                                log=os.path.join(logs, "build-migrated.log"))
+        errors = [line for line in (out + err).splitlines()
+                  if re.search(r"error|undefined reference", line)]
+        return checks.record("build-migrated", code == 0,
+                             "\n".join(errors[:3] + ["---"]) + "\n" +
+                             rx.tail(out + err))
+
+    def migrate_again():
+        again = os.path.join(work, "migrated-again")
+        code, out, err = rx.run(
+            [ddpify, "migrate", "--quiet", "--out-dir", again, "--root",
+             migrated, "-p", mig_build] + cache + rx.sources(migrated),
+            timeout=rx.BUILD_TIMEOUT_S,
+            log=os.path.join(logs, "migrate-again.log"))
+        if checks.record("migrate-again-runs", code == spec["exit"],
+                         f"exit {code}\n{rx.tail(err)}"):
+            difference = rx.compare_trees(migrated, again)
+            checks.record("migrate-again-changes-nothing", not difference,
+                          difference)
+
+    jobs = [pool.submit(build_migrated), pool.submit(migrate_again)]
+    built = jobs[0].result()
+    jobs[1].result()
+    if not built:
+        checks.record("ddprun-run", False,
+                      "not run: the migrated program was not built")
+        return summary_exit()
+    exe = os.path.join(mig_build, spec["exe"])
+
+    inputs = {}
+    if spec["prepare"]:
+        argv, inputs = spec["prepare"](exe, work)
+        code, out, err = rx.run(argv, cwd=work,
+                                log=os.path.join(logs, "prepare.log"))
+        if not checks.record("prepare-input", code == 0,
+                             f"exit {code}\n{rx.tail(out + err)}"):
+            return summary_exit()
+
+    # 3. Two ranks at BATCH, and the reference alone at ref_batch.
+    ddp_dir = os.path.join(work, "ddprun")
+    for r in (0, 1):
+        os.makedirs(os.path.join(ddp_dir, f"rank{r}"))
+    hash_file = os.path.join(work, "hashes-ddprun.txt")
+    ref_dir = os.path.join(work, "reference")
+    os.makedirs(ref_dir)
+    ref_hash_file = os.path.join(work, "hashes-reference.txt")
+    # A hang (e.g. a collective only rank 0 runs) ends within the timeout.
+    ddp_env = {"DDP_TIMEOUT_SECONDS": "60"}
+
+    def two_ranks():
+        return rx.run(
+            [ddprun, "--nproc-per-node", "2", "--tee=3", "--", "/bin/sh",
+             "-c", 'cd "$0/rank$RANK" && exec "$@"', ddp_dir, exe] +
+            spec["args"](BATCH, inputs),
+            env=rx.clean_env(dict(ddp_env, DDPIFY_E2E_HASH_FILE=hash_file)),
+            timeout=180, log=os.path.join(logs, "ddprun.log"))
+
+    def reference():
+        return rx.run(
+            [exe] + spec["args"](spec["ref_batch"], inputs), cwd=ref_dir,
+            env=rx.clean_env(dict(ddp_env,
+                                  DDPIFY_E2E_HASH_FILE=ref_hash_file)),
+            timeout=180, log=os.path.join(logs, "reference.log"))
+
+    jobs = [pool.submit(two_ranks), pool.submit(reference)]
+    (code, out, err), (rcode, rout, rerr) = [j.result() for j in jobs]
+    print("--- ddprun stdout\n" + out + "--- ddprun stderr\n" +
+          rx.tail(err, 60), flush=True)
+    checks.record("ddprun-exit-0", code == 0,
+                  f"exit {code}\n{rx.tail(err)}" if code != 0 else "")
+    checks.record("reference-exit-0", rcode == 0,
+                  f"exit {rcode}\n{rx.tail(rerr)}" if rcode != 0 else "")
+
+    hashes = rx.read_hashes(hash_file)
+    per_rank = {r: [h for (rk, h, _) in hashes if rk == r] for r in (0, 1)}
+    expected = spec["models"]
+    same = (len(per_rank[0]) == expected and per_rank[0] == per_rank[1] and
+            all("active=1" in rest for (_, _, rest) in hashes))
+    if not hashes and code != 0:
+        detail = ("no ddp::DistributedDataParallel ended on any rank, but "
+                  "the run failed (see ddprun-exit-0)")
+    elif not hashes:
+        detail = ("no ddp::DistributedDataParallel ended on any rank: the "
+                  "trained model is not wrapped (rule R6)")
+    else:
+        detail = (f"rank 0: {per_rank[0]}, rank 1: {per_rank[1]}; expected "
+                  f"{expected} wrapped model(s) per rank")
+        if any("active=1" not in rest for (_, _, rest) in hashes):
+            detail += "; a wrapper did not communicate"
+        if per_rank[0] and per_rank[1]:
+            detail += "; " + rx.first_differing_tensor(hash_file + ".tensors")
+    checks.record("ranks-identical-parameters", same, "" if same else detail)
+    ref_hashes = rx.read_hashes(ref_hash_file)
+    checks.record("reference-wraps-as-many",
+                  len(ref_hashes) == expected and
+                  all("active=0" in rest for (_, _, rest) in ref_hashes),
+                  f"hook lines {ref_hashes}, expected {expected} inactive "
+                  "wrapper(s)")
+    warned = [line for line in err.split("\n")
+              if "no ddp::DistributedDataParallel was constructed" in line]
+    checks.record("no-unwrapped-warning", not warned, "\n".join(warned[:2]))
+
+    stdout = rx.split_ranks(out)
+    rank1 = [line for line in stdout.get(1, []) if line.strip()]
+    checks.record("only-rank0-printed", not rank1,
+                  f"rank 1 printed: {rank1[:5]}")
+    stray = [line for line in stdout.get(None, []) if line.strip()]
+    checks.record("no-unprefixed-output", not stray,
+                  f"lines without a rank prefix: {stray[:5]}")
+    rank0 = [line for line in stdout.get(0, []) if line.strip()]
+    difference = compare_lines(rank0, lines_of(rout), spec["compare"],
+                               spec["atol"], spec["rtol"])
+    checks.record(f"stdout-equals-reference-{spec['compare']}",
+                  not difference, difference + "\n--- reference stdout\n" +
+                  rx.tail(rout, 20))
+
+    written = {r: rx.files_in(os.path.join(ddp_dir, f"rank{r}"))
+               for r in (0, 1)}
+    reference_files = rx.files_in(ref_dir)
+    missing = [f for f in spec["files"] if f not in written[0] or
+               os.path.getsize(os.path.join(ddp_dir, "rank0", f)) == 0]
+    checks.record("rank0-wrote-files",
+                  not missing and written[0] == reference_files,
+                  f"missing in rank 0's folder: {missing}; it holds "
+                  f"{written[0]}, the reference's {reference_files}")
+    checks.record("rank1-wrote-nothing", not written[1],
+                  f"rank 1 wrote {written[1]}")
+    for rel in spec["text"]:
+        got = os.path.join(ddp_dir, "rank0", rel)
+        want = os.path.join(ref_dir, rel)
+        if not (os.path.exists(got) and os.path.exists(want)):
+            checks.record(f"file-equals-reference:{rel}", False,
+                          "missing in rank 0's folder or the reference's")
+            continue
+        with open(got) as f1, open(want) as f2:
+            difference = compare_lines(lines_of(f1.read()),
+                                       lines_of(f2.read()), spec["compare"],
+                                       spec["atol"], spec["rtol"])
+        checks.record(f"file-equals-reference:{rel}", not difference,
+                      difference)
+    return summary_exit()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

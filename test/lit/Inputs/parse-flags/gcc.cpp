@@ -1,0 +1,2 @@
+// Compiled with options only GCC knows.
+int main() { return 0; }

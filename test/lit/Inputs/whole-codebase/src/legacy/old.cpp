@@ -1,0 +1,3 @@
+#include <torch/torch.h>
+
+torch::Tensor legacyToGpu(torch::Tensor t) { return t.cuda(); }

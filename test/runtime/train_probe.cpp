@@ -1,0 +1,102 @@
+// A small training program for the tests of the unwrapped-training warning
+// (test_unwrapped_warning.cpp): a linear model, SGD, two epochs. It writes
+// "step N" to stderr after every optimizer step and "done" before it
+// returns, so that a test can tell when the runtime's warning came. The mode
+// argument selects how it is (not) made data parallel:
+//   loader          ddp::make_data_loader, no wrapper
+//   loader-workers  the same with two loader worker threads
+//   plain           batches sliced by hand (no ddp loader), no wrapper
+//   eval            ddp::make_data_loader under NoGradGuard: no backward
+//   wrap            ddp::make_data_loader and a DistributedDataParallel (an
+//                   RAII wrapper: destroyed before exit-time checks run)
+//   distribute      ddp::make_data_loader and ddp::distribute(model) (alive
+//                   until exit)
+
+#include <ddp/ddp.h>
+
+#include <torch/torch.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+namespace {
+
+int step = 0;
+
+struct Pairs : torch::data::datasets::Dataset<Pairs> {
+  Pairs(torch::Tensor x, torch::Tensor y) : x(std::move(x)), y(std::move(y)) {}
+  torch::data::Example<> get(size_t i) override { return {x[i], y[i]}; }
+  c10::optional<size_t> size() const override { return x.size(0); }
+  torch::Tensor x, y;
+};
+
+void train_step(torch::nn::Linear& model, torch::optim::SGD& optimizer,
+                const torch::Tensor& data, const torch::Tensor& target) {
+  optimizer.zero_grad();
+  auto loss = torch::mse_loss(model->forward(data), target);
+  loss.backward();
+  optimizer.step();
+  std::cerr << "step " << step++ << std::endl;
+}
+
+template <typename Loader>
+void train_epochs(Loader& loader, torch::nn::Linear& model,
+                  torch::optim::SGD& optimizer) {
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    for (auto& batch : *loader) {
+      train_step(model, optimizer, batch.data, batch.target);
+    }
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  ddp::init(argc, argv);
+  const std::string mode = argc > 1 ? argv[1] : "loader";
+  torch::manual_seed(0);
+  const auto data = torch::randn({32, 4});
+  const auto target = torch::randn({32, 1});
+  torch::nn::Linear model(4, 1);
+  model->to(ddp::device());
+  torch::optim::SGD optimizer(model->parameters(),
+                              torch::optim::SGDOptions(0.1));
+  auto make_loader = [&](size_t workers) {
+    return ddp::make_data_loader(
+        Pairs(data, target).map(torch::data::transforms::Stack<>()),
+        torch::data::DataLoaderOptions(4).workers(workers));
+  };
+
+  if (mode == "loader" || mode == "loader-workers") {
+    auto loader = make_loader(mode == "loader" ? 0 : 2);
+    train_epochs(loader, model, optimizer);
+  } else if (mode == "plain") {
+    for (int64_t i = ddp::rank() * 4; i < 32; i += 4 * ddp::world_size()) {
+      train_step(model, optimizer, data.narrow(0, i, 4),
+                 target.narrow(0, i, 4));
+    }
+  } else if (mode == "eval") {
+    torch::NoGradGuard no_grad;
+    auto loader = make_loader(0);
+    for (auto& batch : *loader) {
+      std::cerr << "eval loss "
+                << torch::mse_loss(model->forward(batch.data), batch.target)
+                       .item<float>()
+                << std::endl;
+    }
+  } else if (mode == "wrap") {
+    ddp::DistributedDataParallel model_ddp(model);
+    auto loader = make_loader(0);
+    train_epochs(loader, model, optimizer);
+  } else if (mode == "distribute") {
+    ddp::distribute(model);
+    auto loader = make_loader(0);
+    train_epochs(loader, model, optimizer);
+  } else {
+    std::cerr << "unknown mode " << mode << std::endl;
+    return 2;
+  }
+  std::cerr << "done" << std::endl;
+  return 0;
+}
