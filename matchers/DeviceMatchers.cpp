@@ -372,106 +372,11 @@ private:
 
   // --- The device variable visible at a point --------------------------
 
-  /// Names the torch::Device the code at Site can use: the nearest local,
-  /// parameter, member or global of type torch::Device (or pointer to one)
-  /// declared before Site, skipping devices that are plainly the CPU.
+  /// Names the torch::Device the code at Site can use (MatcherUtil's
+  /// deviceVariableInScope), skipping devices that are plainly the CPU.
   std::string deviceVariableInScope(const Stmt *Site) {
-    DynTypedNode Child = DynTypedNode::create(*Site);
-    bool CapturesAll = true, CapturesThis = true;
-    llvm::SmallPtrSet<const VarDecl *, 4> Captured;
-    auto Visible = [&](const VarDecl *Var) {
-      return CapturesAll || Captured.count(Var);
-    };
-    while (true) {
-      DynTypedNodeList Parents = Context->getParents(Child);
-      if (Parents.empty())
-        break;
-      DynTypedNode Parent = Parents[0];
-      if (const auto *Block = Parent.get<CompoundStmt>()) {
-        const VarDecl *Nearest = nullptr;
-        for (const Stmt *Statement : Block->body()) {
-          if (Child.get<Stmt>() == Statement)
-            break;
-          if (const auto *Decls = dyn_cast<DeclStmt>(Statement))
-            for (const Decl *D : Decls->decls())
-              if (const auto *Var = dyn_cast<VarDecl>(D))
-                if (isUsableDevice(Var) && Visible(Var))
-                  Nearest = Var;
-        }
-        if (Nearest)
-          return spell(Nearest);
-      } else if (const auto *Lambda = Parent.get<LambdaExpr>()) {
-        for (const ParmVarDecl *Param : Lambda->getCallOperator()->parameters())
-          if (isUsableDevice(Param))
-            return spell(Param);
-        if (Lambda->getCaptureDefault() == LCD_None) {
-          CapturesAll = false;
-          CapturesThis = false;
-          for (const LambdaCapture &Capture : Lambda->explicit_captures()) {
-            if (Capture.capturesThis())
-              CapturesThis = true;
-            else if (Capture.capturesVariable())
-              if (const auto *Var = dyn_cast<VarDecl>(Capture.getCapturedVar()))
-                Captured.insert(Var);
-          }
-        }
-      } else if (const auto *Function = Parent.get<FunctionDecl>()) {
-        const auto *Record = dyn_cast<CXXRecordDecl>(Function->getParent());
-        if (Record && Record->isLambda()) {
-          // A lambda's call operator: the LambdaExpr above handles it.
-        } else {
-          for (const ParmVarDecl *Param : Function->parameters())
-            if (isUsableDevice(Param) && Visible(Param))
-              return spell(Param);
-          const auto *Method = dyn_cast<CXXMethodDecl>(Function);
-          if (Method && !Method->isStatic() && CapturesThis)
-            for (const FieldDecl *Field : Method->getParent()->fields())
-              if (isDeviceType(Field->getType()) &&
-                  !isPlainlyCpu(Field->getInClassInitializer()))
-                return Field->getName().str();
-          return globalDevice(Function, Site->getBeginLoc());
-        }
-      }
-      Child = Parent;
-    }
-    return "";
-  }
-
-  std::string globalDevice(const FunctionDecl *Function, SourceLocation Site) {
-    const SourceManager &SM = Context->getSourceManager();
-    std::string Found;
-    for (const DeclContext *Scope = Function->getDeclContext(); Scope;
-         Scope = Scope->getParent()) {
-      if (!Scope->isFileContext())
-        continue;
-      for (const Decl *D : Scope->decls()) {
-        const auto *Var = dyn_cast<VarDecl>(D);
-        if (Var && Var->hasGlobalStorage() && isUsableDevice(Var) &&
-            SM.isBeforeInTranslationUnit(Var->getLocation(), Site))
-          Found = spell(Var);
-      }
-      if (!Found.empty())
-        return Found;
-    }
-    return "";
-  }
-
-  static bool isDeviceType(QualType Type) {
-    return isRecordNamed(Type, "c10::Device");
-  }
-
-  bool isUsableDevice(const VarDecl *Var) {
-    QualType Type = Var->getType().getNonReferenceType();
-    if (Type->isPointerType())
-      Type = Type->getPointeeType();
-    return !Var->getName().empty() && isDeviceType(Type) &&
-           !isPlainlyCpu(Var->getInit());
-  }
-
-  static std::string spell(const VarDecl *Var) {
-    if (Var->getType().getNonReferenceType()->isPointerType())
-      return "*" + Var->getName().str();
-    return Var->getName().str();
+    return ddpify::deviceVariableInScope(
+        *Context, Site, [](const Expr *Init) { return !isPlainlyCpu(Init); });
   }
 
   /// `torch::Device cpu(torch::kCPU)`: not where the process's tensors go.

@@ -1,11 +1,14 @@
 //===- MatcherUtil.cpp - Locating Findings in the user's files ------------===//
 
 #include "ddpify/MatcherUtil.h"
+#include "clang/AST/DeclCXX.h"
 #include "clang/AST/Expr.h"
 #include "clang/AST/ExprCXX.h"
+#include "clang/AST/ParentMapContext.h"
 #include "clang/Basic/FileManager.h"
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/Lexer.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
@@ -79,6 +82,17 @@ bool FindingLocator::locate(ASTContext &Context, Finding &F,
   return true;
 }
 
+bool FindingLocator::isInRoot(ASTContext &Context, SourceLocation Loc) {
+  const SourceManager &SM = Context.getSourceManager();
+  if (Loc.isInvalid())
+    return false;
+  Loc = SM.getExpansionLoc(Loc);
+  if (SM.isInSystemHeader(Loc))
+    return false;
+  std::string Path = realPath(SM, SM.getFileID(Loc));
+  return !Path.empty() && isUnderRoot(Path);
+}
+
 std::string FindingLocator::realPath(const SourceManager &SM, FileID File) {
   auto Cached = RealPaths.find(File);
   if (Cached != RealPaths.end())
@@ -136,6 +150,113 @@ const clang::Expr *stripParensAndImplicit(const clang::Expr *E) {
     E = Next;
   }
   return E;
+}
+
+namespace {
+
+bool isDevice(QualType Type) {
+  Type = Type.getNonReferenceType();
+  if (Type->isPointerType())
+    Type = Type->getPointeeType();
+  const auto *Record = Type.getCanonicalType()->getAsCXXRecordDecl();
+  return Record && Record->getQualifiedNameAsString() == "c10::Device";
+}
+
+/// A named torch::Device (or pointer to one) whose initialiser Accept takes.
+bool usableDevice(const VarDecl *Var, DeviceInitFilter Accept) {
+  return !Var->getName().empty() && isDevice(Var->getType()) &&
+         Accept(Var->getInit());
+}
+
+std::string spellDevice(const VarDecl *Var) {
+  if (Var->getType().getNonReferenceType()->isPointerType())
+    return "*" + Var->getName().str();
+  return Var->getName().str();
+}
+
+std::string globalDevice(ASTContext &Context, const FunctionDecl *Function,
+                         SourceLocation Site, DeviceInitFilter Accept) {
+  const SourceManager &SM = Context.getSourceManager();
+  for (const DeclContext *Scope = Function->getDeclContext(); Scope;
+       Scope = Scope->getParent()) {
+    if (!Scope->isFileContext())
+      continue;
+    std::string Found;
+    for (const Decl *D : Scope->decls()) {
+      const auto *Var = dyn_cast<VarDecl>(D);
+      if (Var && Var->hasGlobalStorage() && usableDevice(Var, Accept) &&
+          SM.isBeforeInTranslationUnit(Var->getLocation(), Site))
+        Found = spellDevice(Var);
+    }
+    if (!Found.empty())
+      return Found;
+  }
+  return "";
+}
+
+} // namespace
+
+std::string deviceVariableInScope(ASTContext &Context, const Stmt *Site,
+                                  DeviceInitFilter Accept) {
+  DynTypedNode Child = DynTypedNode::create(*Site);
+  bool CapturesAll = true, CapturesThis = true;
+  llvm::SmallPtrSet<const VarDecl *, 4> Captured;
+  auto Visible = [&](const VarDecl *Var) {
+    return CapturesAll || Captured.count(Var);
+  };
+  while (true) {
+    DynTypedNodeList Parents = Context.getParents(Child);
+    if (Parents.empty())
+      break;
+    DynTypedNode Parent = Parents[0];
+    if (const auto *Block = Parent.get<CompoundStmt>()) {
+      const VarDecl *Nearest = nullptr;
+      for (const Stmt *Statement : Block->body()) {
+        if (Child.get<Stmt>() == Statement)
+          break;
+        if (const auto *Decls = dyn_cast<DeclStmt>(Statement))
+          for (const Decl *D : Decls->decls())
+            if (const auto *Var = dyn_cast<VarDecl>(D))
+              if (usableDevice(Var, Accept) && Visible(Var))
+                Nearest = Var;
+      }
+      if (Nearest)
+        return spellDevice(Nearest);
+    } else if (const auto *Lambda = Parent.get<LambdaExpr>()) {
+      for (const ParmVarDecl *Param : Lambda->getCallOperator()->parameters())
+        if (usableDevice(Param, Accept))
+          return spellDevice(Param);
+      if (Lambda->getCaptureDefault() == LCD_None) {
+        CapturesAll = false;
+        CapturesThis = false;
+        for (const LambdaCapture &Capture : Lambda->explicit_captures()) {
+          if (Capture.capturesThis())
+            CapturesThis = true;
+          else if (Capture.capturesVariable())
+            if (const auto *Var = dyn_cast<VarDecl>(Capture.getCapturedVar()))
+              Captured.insert(Var);
+        }
+      }
+    } else if (const auto *Function = Parent.get<FunctionDecl>()) {
+      const auto *Record = dyn_cast<CXXRecordDecl>(Function->getParent());
+      if (Record && Record->isLambda()) {
+        // A lambda's call operator: the LambdaExpr above handles it.
+      } else {
+        for (const ParmVarDecl *Param : Function->parameters())
+          if (usableDevice(Param, Accept) && Visible(Param))
+            return spellDevice(Param);
+        const auto *Method = dyn_cast<CXXMethodDecl>(Function);
+        if (Method && !Method->isStatic() && CapturesThis)
+          for (const FieldDecl *Field : Method->getParent()->fields())
+            if (isDevice(Field->getType()) &&
+                Accept(Field->getInClassInitializer()))
+              return Field->getName().str();
+        return globalDevice(Context, Function, Site->getBeginLoc(), Accept);
+      }
+    }
+    Child = Parent;
+  }
+  return "";
 }
 
 } // namespace ddpify

@@ -272,7 +272,7 @@ public:
         if (const ValueDecl *Decl = modelDeclOf(Arg))
           Wrapped.insert(canonical(Decl));
     } else if (const auto *Main = Nodes.getNodeAs<FunctionDecl>("main")) {
-      HasMain |= isUserCode(Main->getLocation());
+      HasMain |= Locator.isInRoot(*Context, Main->getLocation());
     } else if (Nodes.getNodeAs<CallExpr>("init")) {
       InitialisesDdp = true;
     } else if (const auto *Call = Nodes.getNodeAs<CallExpr>("distribute")) {
@@ -286,9 +286,8 @@ public:
           noteArguments(Callee, Call->getArgs(), Call->getNumArgs(), Call);
     } else if (const auto *Construct =
                    Nodes.getNodeAs<CXXConstructExpr>("construct")) {
-      if (isUserCode(Construct->getBeginLoc()) &&
-          isOptimizerType(Construct->getType()))
-        Trains = true;
+      Trains |= isOptimizerType(Construct->getType()) &&
+                Locator.isInRoot(*Context, Construct->getBeginLoc());
       noteArguments(Construct->getConstructor(), Construct->getArgs(),
                     Construct->getNumArgs(), Construct);
     } else if (const auto *Init =
@@ -313,23 +312,12 @@ public:
   void onEndOfTranslationUnit() override {
     if (!Context)
       return;
-    size_t First = Findings.size();
     collectRoots();
     decide();
-    // Lint flags an unwrapped model only in a program that is distributed
-    // already (migrate wraps it either way).
-    if (!InitialisesDdp)
-      for (size_t I = First; I < Findings.size(); ++I)
-        Findings[I].CheckName.clear();
-    for (const char *Fact : {"main", "trains"}) {
-      if (!(Fact[0] == 'm' ? HasMain : Trains))
-        continue;
-      Finding F;
-      F.RuleId = "R6";
-      F.Form = FindingForm::ProgramFact;
-      F.NewName = Fact;
-      Findings.push_back(std::move(F));
-    }
+    if (HasMain)
+      addFact("main");
+    if (Trains)
+      addFact("trains");
     Context = nullptr;
   }
 
@@ -347,6 +335,20 @@ private:
     /// The model declaration placed there.
     const ValueDecl *Model = nullptr;
   };
+
+  void addFact(llvm::StringRef Fact) {
+    Finding F;
+    F.RuleId = "R6";
+    F.Form = FindingForm::ProgramFact;
+    F.NewName = Fact.str();
+    Findings.push_back(std::move(F));
+  }
+
+  /// Lint flags an unwrapped model only in a program that is distributed
+  /// already; migrate wraps it either way.
+  std::string checkName() const {
+    return InitialisesDdp ? "ddp-unwrapped-model" : "";
+  }
 
   static bool isRecordNamed(QualType Type, llvm::StringRef QualifiedName) {
     const auto *Record =
@@ -379,30 +381,39 @@ private:
     return Decl;
   }
 
-  /// Code in a file under the project root.
-  bool isUserCode(SourceLocation Loc) {
-    return Loc.isValid() && !Locator
-                                 .make(*Context, SourceRange(Loc), "", "",
-                                       FindingForm::ProgramFact)
-                                 .FilePath.empty();
-  }
-
   /// An optimizer step, or a call of the program's own code whose body this
-  /// unit does not hold (it may train): the program trains.
+  /// unit does not hold (it may train), in the program's code: it trains.
   void noteTraining(const CallExpr *Call) {
-    if (Trains || !isUserCode(Call->getBeginLoc()))
+    if (Trains)
       return;
+    bool Step = false;
     if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
       if (const CXXMethodDecl *Method = Member->getMethodDecl())
-        if (Method->getName() == "step" &&
-            isOptimizerType(Member->getImplicitObjectArgument()->getType())) {
-          Trains = true;
-          return;
-        }
+        Step = Method->getName() == "step" &&
+               isOptimizerType(Member->getImplicitObjectArgument()->getType());
     const FunctionDecl *Callee = Call->getDirectCallee();
-    if (Callee && isUserCode(Callee->getLocation()) && !Callee->isDefined() &&
-        !Callee->getBuiltinID())
-      Trains = true;
+    bool Unseen = !Step && Callee && !Callee->isDefined() &&
+                  !Callee->getBuiltinID() &&
+                  Locator.isInRoot(*Context, Callee->getLocation());
+    Trains =
+        (Step || Unseen) && Locator.isInRoot(*Context, Call->getBeginLoc());
+  }
+
+  /// LibTorch and the standard library, which never place a model they are
+  /// given (torch::load, clip_grad_norm_, ...): in a system header, or in
+  /// their namespaces wherever their headers are found (LibTorch is often
+  /// included with -I).
+  bool isLibraryFunction(const FunctionDecl *Callee) const {
+    const SourceManager &SM = Context->getSourceManager();
+    if (SM.isInSystemHeader(SM.getExpansionLoc(Callee->getLocation())))
+      return true;
+    std::string Qualified = Callee->getQualifiedNameAsString();
+    return llvm::any_of(
+        std::initializer_list<llvm::StringRef>{
+            "torch::", "at::", "c10::", "std::"},
+        [&](llvm::StringRef Library) {
+          return llvm::StringRef(Qualified).starts_with(Library);
+        });
   }
 
   /// A model passed to a function or constructor of the user's code is an
@@ -413,15 +424,8 @@ private:
     if (!Callee)
       return;
     const SourceManager &SM = Context->getSourceManager();
-    if (SM.isInSystemHeader(SM.getExpansionLoc(Callee->getLocation())))
-      return; // LibTorch, the standard library
-    // LibTorch and the standard library never place a model they are given
-    // (torch::load, torch::save, clip_grad_norm_, ...), wherever their
-    // headers are found.
-    std::string Qualified = Callee->getQualifiedNameAsString();
-    for (llvm::StringRef Library : {"torch::", "at::", "c10::", "std::"})
-      if (llvm::StringRef(Qualified).starts_with(Library))
-        return;
+    if (isLibraryFunction(Callee))
+      return;
     const FunctionDecl *Definition = Callee->getDefinition();
     if (!Definition || !Definition->hasBody()) {
       // A body ddpify does not read (outside the root): it may be where the
@@ -631,76 +635,64 @@ private:
     return HandedTo;
   }
 
+  using DirectWraps = std::vector<std::pair<const Root *, Wrap>>;
+  using AliasWraps =
+      std::vector<std::pair<const CXXMemberCallExpr *, const Root *>>;
+
+  /// Model's wrap for the training at R: after its first placement (Direct),
+  /// after the placements of what it is handed to (ViaAlias), or a report
+  /// when it is handed to code ddpify does not read. False when it has none
+  /// of these: it is not placed anywhere ddpify sees.
+  bool placeOrReport(const ValueDecl *Model, const Root &R, DirectWraps &Direct,
+                     AliasWraps &ViaAlias) {
+    std::vector<const CXXMemberCallExpr *> Own = placementsOf(Model);
+    if (!Own.empty()) {
+      const CXXMemberCallExpr *First = Own.front();
+      for (const CXXMemberCallExpr *Call : Own)
+        if (before(Call, First))
+          First = Call;
+      Direct.push_back({&R, {First, false, Model}});
+      return true;
+    }
+    std::vector<const CXXMemberCallExpr *> Found = aliasPlacements(Model, R);
+    if (!Found.empty()) {
+      for (const CXXMemberCallExpr *Call : Found)
+        ViaAlias.push_back({Call, &R});
+      return true;
+    }
+    const FunctionDecl *HandedTo = opaqueHandOver(Model, R);
+    if (!HandedTo)
+      return false;
+    std::string Name = Model->getName().str();
+    reportAt(R.Site, "trained model '" + Name + "' is handed to '" +
+                         HandedTo->getNameAsString() +
+                         "', whose body ddpify does not read (outside the "
+                         "project root); if it places the model, wrap the "
+                         "model by hand right after that call: "
+                         "ddp::DistributedDataParallel " +
+                         Name + "_ddp(" + Name + ");");
+    return true;
+  }
+
   void decide() {
-    std::vector<std::pair<const Root *, Wrap>> Direct;
-    std::vector<std::pair<const CXXMemberCallExpr *, const Root *>> ViaAlias;
+    DirectWraps Direct;
+    AliasWraps ViaAlias;
     std::vector<std::pair<const ValueDecl *, const Root *>> Unplaced;
     for (const Root &R : Roots) {
       if (isWrapped(R.Decl))
         continue;
-      // The trained declaration first, then (for a helper's parameter) the
-      // callers' models it stands for.
-      std::vector<const ValueDecl *> Models{R.Decl};
-      for (const ValueDecl *Owner : ownersOf(R.Decl))
-        if (Owner != R.Decl)
-          Models.push_back(Owner);
-      bool Handled = false;
-      for (size_t I = 0; I < Models.size(); ++I) {
-        const ValueDecl *Model = Models[I];
-        std::vector<const CXXMemberCallExpr *> Own = placementsOf(Model);
-        if (!Own.empty()) {
-          const CXXMemberCallExpr *First = Own.front();
-          for (const CXXMemberCallExpr *Call : Own)
-            if (before(Call, First))
-              First = Call;
-          Direct.push_back({&R, {First, false, Model}});
-          Handled = true;
-          if (I == 0)
-            break;
-          continue;
-        }
-        std::vector<const CXXMemberCallExpr *> Found =
-            aliasPlacements(Model, R);
-        if (!Found.empty()) {
-          for (const CXXMemberCallExpr *Call : Found)
-            ViaAlias.push_back({Call, &R});
-          Handled = true;
-          if (I == 0)
-            break;
-          continue;
-        }
-        if (const FunctionDecl *HandedTo = opaqueHandOver(Model, R)) {
-          reportAt(R.Site,
-                   "trained model '" + Model->getName().str() +
-                       "' is handed to '" + HandedTo->getNameAsString() +
-                       "', whose body ddpify does not read (outside the "
-                       "project root); if it places the model, wrap the "
-                       "model by hand right after that call: "
-                       "ddp::DistributedDataParallel " +
-                       Model->getName().str() + "_ddp(" +
-                       Model->getName().str() + ");");
-          Handled = true;
-          if (I == 0)
-            break;
-          continue;
-        }
-        // A module made where nothing places it (a CPU-only program, a
-        // factory that placed it, a device made and never used): placed
-        // and wrapped where it was made. A helper's parameter stands for
-        // its callers' models instead.
-        if (I > 0 || Models.size() == 1) {
-          Unplaced.push_back({Model, &R});
-          Handled = true;
-        }
-      }
-      if (!Handled)
-        reportAt(R.Site, "'" + R.Decl->getName().str() +
-                             "' is trained by an optimizer but ddpify found "
-                             "neither a placement of it nor where it was "
-                             "made; place and wrap it by hand: "
-                             "ddp::DistributedDataParallel " +
-                             R.Decl->getName().str() + "_ddp(" +
-                             R.Decl->getName().str() + ");");
+      // A helper's parameter stands for its callers' models: the model
+      // itself when it has a placement (or a hand-over) of its own, else each
+      // model that reaches it, else it is where the module was made.
+      if (placeOrReport(R.Decl, R, Direct, ViaAlias))
+        continue;
+      std::vector<const ValueDecl *> Owners = ownersOf(R.Decl);
+      llvm::erase(Owners, R.Decl);
+      if (Owners.empty())
+        Unplaced.push_back({R.Decl, &R});
+      for (const ValueDecl *Owner : Owners)
+        if (!placeOrReport(Owner, R, Direct, ViaAlias))
+          Unplaced.push_back({Owner, &R});
     }
     // A model that also reaches a helper wrapping with ddp::distribute is
     // wrapped with ddp::distribute too: two wrappers on one module would be
@@ -731,7 +723,7 @@ private:
 
   void reportAt(const Stmt *Site, const std::string &Reason) {
     Finding F = Locator.make(*Context, Site->getSourceRange(), "R6",
-                             "ddp-unwrapped-model", FindingForm::ReportOnly);
+                             checkName(), FindingForm::ReportOnly);
     if (F.FilePath.empty())
       return;
     F.InMacro = false;
@@ -795,7 +787,7 @@ private:
       return;
     }
     Finding F = Locator.make(*Context, Call->getSourceRange(), "R6",
-                             "ddp-unwrapped-model", FindingForm::ModelWrap);
+                             checkName(), FindingForm::ModelWrap);
     if (F.FilePath.empty()) {
       // Placed in a file ddpify does not edit: report at its optimizer.
       reportAt(
@@ -944,43 +936,6 @@ private:
     return SM.isPointWithin(At, Range.getBegin(), Range.getEnd());
   }
 
-  /// A torch::Device variable visible right before Statement of Block (a
-  /// local declared before it in an enclosing block, or a parameter): the
-  /// device the program already uses, so the placement agrees with its data.
-  std::string deviceBefore(const Stmt *Statement) const {
-    DynTypedNode Child = DynTypedNode::create(*Statement);
-    while (true) {
-      DynTypedNodeList Parents = Context->getParents(Child);
-      if (Parents.empty())
-        return "";
-      DynTypedNode Parent = Parents[0];
-      if (const auto *Block = Parent.get<CompoundStmt>()) {
-        const VarDecl *Nearest = nullptr;
-        for (const Stmt *S : Block->body()) {
-          if (Child.get<Stmt>() == S)
-            break;
-          if (const auto *Decls = dyn_cast<DeclStmt>(S))
-            for (const Decl *D : Decls->decls())
-              if (const auto *Var = dyn_cast<VarDecl>(D))
-                if (isRecordNamed(Var->getType(), "c10::Device") &&
-                    Var->getIdentifier())
-                  Nearest = Var;
-        }
-        if (Nearest)
-          return Nearest->getName().str();
-      } else if (Parent.get<LambdaExpr>()) {
-        return "";
-      } else if (const auto *Function = Parent.get<FunctionDecl>()) {
-        for (const ParmVarDecl *Param : Function->parameters())
-          if (isRecordNamed(Param->getType(), "c10::Device") &&
-              Param->getIdentifier())
-            return Param->getName().str();
-        return "";
-      }
-      Child = Parent;
-    }
-  }
-
   /// How the placement and the wrapper name a model declared with Type:
   /// {object for `.to`, `.` or `->`, the wrapper's argument}; empty when
   /// the type is not one a wrapper takes.
@@ -1092,10 +1047,13 @@ private:
       return;
     }
     Finding F = Locator.make(*Context, Before->getSourceRange(), "R6",
-                             "ddp-unwrapped-model", FindingForm::ModelWrap);
+                             checkName(), FindingForm::ModelWrap);
     if (F.FilePath.empty())
       return;
-    std::string Device = deviceBefore(Before);
+    // The device the program already uses (any, CPU included), so the model
+    // goes where its data goes.
+    std::string Device = deviceVariableInScope(
+        *Context, Before, [](const Expr *) { return true; });
     if (Device.empty())
       Device = "ddp::device()";
     std::string WrapperName = uniqueName(Name + "_ddp", Block);
@@ -1104,22 +1062,25 @@ private:
         wrapperClass() + " " + WrapperName + "(" + Wrapped + ");";
     bool StartsLine = false;
     std::string Indent = indentationOf(SM, Before->getBeginLoc(), StartsLine);
-    unsigned Offset = F.Offset;
-    std::string Text;
-    if (StartsLine) {
-      Offset -= Indent.size();
-      Text = Indent + Place + "\n" + Indent + Wrap + "\n";
-    } else {
-      Text = Place + " " + Wrap + " ";
-    }
-    F.Offset = Offset;
+    if (StartsLine)
+      F.Offset -= Indent.size();
     F.Length = 0;
-    F.Names = {"insert", Text};
+    F.Names = {"insert", statementsText({Place, Wrap}, StartsLine, Indent)};
     F.Message = "trained model '" + Name +
                 "' gets no gradient averaging across processes and is not "
                 "placed on a device; '" +
                 Place + " " + Wrap + "' before it is trained wraps it";
     Findings.push_back(std::move(F));
+  }
+
+  /// Statements to insert: each on a line of its own at Indent (OwnLines),
+  /// else one after another on the line they go into.
+  static std::string statementsText(llvm::ArrayRef<std::string> Statements,
+                                    bool OwnLines, const std::string &Indent) {
+    std::string Text;
+    for (const std::string &Statement : Statements)
+      Text += OwnLines ? Indent + Statement + "\n" : Statement + " ";
+    return Text;
   }
 
   /// A class member trained with no placement: `ddp::distribute` at the end
@@ -1139,9 +1100,8 @@ private:
         const auto *Body = dyn_cast_or_null<CompoundStmt>(Ctor->getBody());
         if (!Body || Body->getRBracLoc().isMacroID())
           continue;
-        Finding F =
-            Locator.make(*Context, SourceRange(Body->getRBracLoc()), "R6",
-                         "ddp-unwrapped-model", FindingForm::ModelWrap);
+        Finding F = Locator.make(*Context, SourceRange(Body->getRBracLoc()),
+                                 "R6", checkName(), FindingForm::ModelWrap);
         if (F.FilePath.empty())
           continue;
         // A device member of the class, as the trainer uses it.
@@ -1149,8 +1109,8 @@ private:
         for (const FieldDecl *Other : Class->fields())
           if (isRecordNamed(Other->getType(), "c10::Device"))
             Device = Other->getName().str();
-        std::string Statements = Placed + "to(" + Device + ");" +
-                                 " ddp::distribute(" + Wrapped + ");";
+        std::string Place = Placed + "to(" + Device + ");";
+        std::string Wrap = "ddp::distribute(" + Wrapped + ");";
         bool StartsLine = false;
         std::string Indent = indentationOf(SM, Body->getRBracLoc(), StartsLine);
         std::string Inner = Indent + "  ";
@@ -1161,19 +1121,17 @@ private:
           if (FirstStarts)
             Inner = First;
         }
-        if (StartsLine) {
+        if (StartsLine)
           F.Offset -= Indent.size();
-          F.Names = {"insert", Inner + Placed + "to(" + Device + ");\n" +
-                                   Inner + "ddp::distribute(" + Wrapped +
-                                   ");\n"};
-        } else {
-          F.Names = {"insert", " " + Statements + " "};
-        }
         F.Length = 0;
+        F.Names = {"insert",
+                   (StartsLine ? "" : " ") +
+                       statementsText({Place, Wrap}, StartsLine, Inner)};
         F.Message = "trained model '" + Field->getName().str() +
                     "' gets no gradient averaging across processes and is "
                     "not placed on a device; '" +
-                    Statements + "' at the end of the constructor wraps it";
+                    Place + " " + Wrap +
+                    "' at the end of the constructor wraps it";
         Findings.push_back(std::move(F));
         ++Count;
       }

@@ -346,6 +346,18 @@ std::vector<CompileCommand> atCxx20(std::vector<CompileCommand> Commands,
   return Commands;
 }
 
+/// Whether the units' program facts (FindingForm::ProgramFact) show a main
+/// and nothing that trains.
+bool trainsNothing(const FindingList &Findings) {
+  bool HasMain = false, Trains = false;
+  for (const Finding &F : Findings)
+    if (F.Form == FindingForm::ProgramFact) {
+      HasMain |= F.NewName == "main";
+      Trains |= F.NewName == "trains";
+    }
+  return HasMain && !Trains;
+}
+
 /// Hands ClangTool the commands fetched up front: compilation databases are
 /// not safe to share between the worker threads.
 class PrefetchedDatabase : public CompilationDatabase {
@@ -549,16 +561,14 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
     return ExitError;
   }
 
-  std::vector<llvm::GlobPattern> Excludes;
-  for (const std::string &Glob : Options.Excludes)
-    if (llvm::Expected<llvm::GlobPattern> Pattern =
-            llvm::GlobPattern::create(Glob))
-      Excludes.push_back(std::move(*Pattern));
-    else
-      llvm::consumeError(Pattern.takeError()); // Checked by the caller.
-  auto Excluded = [&](llvm::StringRef Real) {
+  const std::vector<llvm::GlobPattern> &Excludes = Options.Excludes;
+  auto RelativeToRoot = [&](llvm::StringRef Real) {
     llvm::StringRef Relative = Real.drop_front(Result.Root.size());
     Relative.consume_front("/");
+    return Relative;
+  };
+  auto Excluded = [&](llvm::StringRef Real) {
+    llvm::StringRef Relative = RelativeToRoot(Real);
     return llvm::any_of(Excludes, [&](const llvm::GlobPattern &Pattern) {
       return Pattern.match(Relative) || Pattern.match(Real);
     });
@@ -589,10 +599,7 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
         ++InBuild;
       else if (!Excluded(Real)) {
         Sources.push_back(Real);
-        llvm::StringRef Relative =
-            llvm::StringRef(Real).drop_front(Result.Root.size());
-        Relative.consume_front("/");
-        Shown.push_back(Relative.str());
+        Shown.push_back(RelativeToRoot(Real).str());
       }
     }
     if (!Options.Quiet) {
@@ -776,6 +783,16 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
                                            F.ReportId.empty();
                                   }),
                    Findings.end());
+  // A program that trains nothing (a tensor or autograd demo, inference)
+  // needs no DDP: migrate and diff make no edit at all.
+  if (Options.RunMode != Mode::Lint && trainsNothing(Findings)) {
+    Findings.clear();
+    Result.Notes.push_back(
+        "the program trains nothing (no optimizer is built or stepped in "
+        "the code reached from main): it needs no DDP, so ddpify leaves it "
+        "as it is");
+    return ExitOk;
+  }
 
   Result.Edits.setFormatStyle(Options.FormatStyle);
   for (const Finding &F : Findings)

@@ -5,6 +5,7 @@
 
 #include "ddpify/EditSet.h"
 #include "ddpify/Finding.h"
+#include "llvm/Support/GlobPattern.h"
 #include <string>
 #include <vector>
 
@@ -24,7 +25,7 @@ struct ToolOptions {
   std::vector<std::string> Sources;
   /// --exclude: globs of translation units left out (relative to the root,
   /// or absolute).
-  std::vector<std::string> Excludes;
+  std::vector<llvm::GlobPattern> Excludes;
   std::string Root;
   std::string BuildPath;
   bool InPlace = false;

@@ -147,26 +147,19 @@ int withReport(const ToolOptions &Options, const PipelineResult &Result,
   return Status;
 }
 
+/// Exit 3 in place of 0 or 1 when an item leaves the program wrong.
+int withUnsafe(int Status, const PipelineResult &Result) {
+  if (Status == ExitError)
+    return Status;
+  for (const Finding &F : Result.Findings)
+    if (F.Level == ReportLevel::Error && isReportItem(F))
+      return ExitUnsafe;
+  return Status;
+}
+
 } // namespace
 
 int addBuildAndReportEdits(const ToolOptions &Options, PipelineResult &Result) {
-  // A program that trains nothing (a tensor or autograd demo, inference)
-  // needs no DDP: no edit at all.
-  bool HasMain = false, Trains = false;
-  for (const Finding &F : Result.Findings)
-    if (F.Form == FindingForm::ProgramFact) {
-      HasMain |= F.NewName == "main";
-      Trains |= F.NewName == "trains";
-    }
-  if (HasMain && !Trains) {
-    Result.Edits = EditSet();
-    Result.Findings.clear();
-    Result.Notes.push_back(
-        "the program trains nothing (no optimizer is built or stepped in "
-        "the code reached from main): it needs no DDP, so ddpify leaves it "
-        "as it is");
-    return ExitOk;
-  }
   std::vector<std::string> Changed;
   for (const auto &[File, Edits] : Result.Edits.files())
     if (!Edits.empty())
@@ -269,16 +262,6 @@ std::string reportJson(const ToolOptions &Options, const PipelineResult &Result,
   llvm::raw_string_ostream OS(Text);
   OS << llvm::formatv("{0:2}", llvm::json::Value(std::move(Document))) << "\n";
   return Text;
-}
-
-/// Exit 3 in place of 0 or 1 when an item leaves the program wrong.
-static int withUnsafe(int Status, const PipelineResult &Result) {
-  if (Status == ExitError)
-    return Status;
-  for (const Finding &F : Result.Findings)
-    if (F.Level == ReportLevel::Error && isReportItem(F))
-      return ExitUnsafe;
-  return Status;
 }
 
 int migrateAndReport(const ToolOptions &Options, const PipelineResult &Result) {

@@ -295,7 +295,6 @@ int main(int argc, const char **argv) {
   }
 
   Options.Sources.assign(Sources.begin(), Sources.end());
-  Options.Excludes.assign(Excludes.begin(), Excludes.end());
   Options.Root = Root;
   Options.BuildPath = BuildPath;
   Options.InPlace = InPlace;
@@ -323,12 +322,15 @@ int main(int argc, const char **argv) {
               "compilation database\n";
     return ExitError;
   }
-  for (const std::string &Glob : Options.Excludes)
-    if (Expected<GlobPattern> Pattern = GlobPattern::create(Glob); !Pattern) {
+  for (const std::string &Glob : Excludes) {
+    Expected<GlobPattern> Pattern = GlobPattern::create(Glob);
+    if (!Pattern) {
       errs() << "ddpify: error: --exclude '" << Glob
              << "': " << toString(Pattern.takeError()) << "\n";
       return ExitError;
     }
+    Options.Excludes.push_back(std::move(*Pattern));
+  }
   if (Options.RunMode == Mode::Migrate) {
     if (Options.InPlace == !Options.OutDir.empty()) {
       errs() << "ddpify: error: migrate needs exactly one of --in-place and "

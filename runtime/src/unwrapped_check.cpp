@@ -6,6 +6,8 @@
 
 #include "unwrapped_check.h"
 
+#include <ddp/data.h>
+
 #include <ATen/record_function.h>
 
 #include <atomic>

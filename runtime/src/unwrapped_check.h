@@ -20,10 +20,8 @@ void arm_unwrapped_check(int rank, int world_size);
 /// is data parallel, the check is off for good.
 void note_wrapper_constructed();
 
-/// Called by ddp::DistributedSampler for every batch request at world size
-/// > 1 (declared in <ddp/data.h> too): warns if a backward pass ran and no
-/// wrapper exists.
-void check_unwrapped_training();
+// check_unwrapped_training(), called by ddp::DistributedSampler for every
+// batch request, is declared in <ddp/data.h>.
 
 } // namespace detail
 } // namespace ddp

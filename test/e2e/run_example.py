@@ -307,6 +307,33 @@ def first_differing_tensor(path):
     return ""
 
 
+def tool_paths(args, src, label):
+    """(ddpify, ddprun) of --build-dir, or None after naming what is
+    missing (the tools, the hook object, the program's sources)."""
+    bindir = os.path.join(args.build_dir, "bin")
+    ddpify = os.path.join(bindir, "ddpify")
+    ddprun = os.path.join(bindir, "ddprun")
+    for needed in (ddpify, ddprun, args.hook_object, src):
+        if not os.path.exists(needed):
+            print(f"{label}: missing {needed} (build the targets ddpify, "
+                  "ddprun, ddp_runtime and ddpify_e2e_hook first)")
+            return None
+    return ddpify, ddprun
+
+
+def fresh_work_dir(work_dir):
+    """Empties work_dir; returns (work, logs, original build, migrated tree,
+    migrated build) under it, logs created."""
+    work = os.path.abspath(work_dir)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    logs = os.path.join(work, "logs")
+    os.makedirs(logs)
+    return (work, logs, os.path.join(work, "original-build"),
+            os.path.join(work, "migrated"),
+            os.path.join(work, "migrated-build"))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("example", choices=sorted(EXAMPLES))
@@ -321,24 +348,13 @@ def main():
     spec = EXAMPLES[name]
     checks = Checks(name)
     src = os.path.join(args.source_root, "examples", name)
-    bindir = os.path.join(args.build_dir, "bin")
-    ddpify = os.path.join(bindir, "ddpify")
-    ddprun = os.path.join(bindir, "ddprun")
     here = os.path.dirname(os.path.abspath(__file__))
-    for needed in (ddpify, ddprun, args.hook_object, src):
-        if not os.path.exists(needed):
-            print(f"e2e.{name}: missing {needed} (build the targets ddpify, "
-                  "ddprun, ddp_runtime and ddpify_e2e_hook first)")
-            return 1
-
-    work = os.path.abspath(args.work_dir)
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    logs = os.path.join(work, "logs")
-    os.makedirs(logs)
-    orig_build = os.path.join(work, "original-build")
-    migrated = os.path.join(work, "migrated")
-    mig_build = os.path.join(work, "migrated-build")
+    tools = tool_paths(args, src, f"e2e.{name}")
+    if not tools:
+        return 1
+    ddpify, ddprun = tools
+    work, logs, orig_build, migrated, mig_build = fresh_work_dir(
+        args.work_dir)
     # Keeps git from finding the repository this test runs in: `git apply`
     # then works on plain files, as for a user's patch.
     git_env = clean_env({"GIT_CEILING_DIRECTORIES": os.path.dirname(work)})

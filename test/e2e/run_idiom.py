@@ -61,7 +61,6 @@ import concurrent.futures
 import json
 import os
 import re
-import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -252,23 +251,12 @@ def main():
     spec.update(IDIOMS[name])
     checks = rx.Checks(f"idiom.{name}")
     src = os.path.join(args.source_root, "test", "e2e", "idioms", name)
-    bindir = os.path.join(args.build_dir, "bin")
-    ddpify = os.path.join(bindir, "ddpify")
-    ddprun = os.path.join(bindir, "ddprun")
-    for needed in (ddpify, ddprun, args.hook_object, src):
-        if not os.path.exists(needed):
-            print(f"idiom.{name}: missing {needed} (build the targets ddpify, "
-                  "ddprun, ddp_runtime and ddpify_e2e_hook first)")
-            return 1
-
-    work = os.path.abspath(args.work_dir)
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    logs = os.path.join(work, "logs")
-    os.makedirs(logs)
-    orig_build = os.path.join(work, "original-build")
-    migrated = os.path.join(work, "migrated")
-    mig_build = os.path.join(work, "migrated-build")
+    tools = rx.tool_paths(args, src, f"idiom.{name}")
+    if not tools:
+        return 1
+    ddpify, ddprun = tools
+    work, logs, orig_build, migrated, mig_build = rx.fresh_work_dir(
+        args.work_dir)
     cache = ["--cache-dir", os.path.abspath(args.cache_dir)] \
         if args.cache_dir else []
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)

@@ -13,6 +13,7 @@
 #include "clang/AST/ASTContext.h"
 #include "clang/Basic/SourceLocation.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include <string>
 
 namespace ddpify {
@@ -41,6 +42,9 @@ public:
   bool offsetIn(clang::ASTContext &Context, const Finding &F,
                 clang::SourceLocation Loc, unsigned &Offset);
 
+  /// Whether Loc (its expansion) lies in a file under the project root.
+  bool isInRoot(clang::ASTContext &Context, clang::SourceLocation Loc);
+
 private:
   bool locate(clang::ASTContext &Context, Finding &F,
               clang::SourceLocation Begin, clang::SourceLocation End);
@@ -55,6 +59,19 @@ private:
 /// precedes Loc there.
 std::string indentationOf(const clang::SourceManager &SM,
                           clang::SourceLocation Loc, bool &StartsLine);
+
+/// Which device variables count, by their initialiser (null when there is
+/// none).
+using DeviceInitFilter = llvm::function_ref<bool(const clang::Expr *Init)>;
+
+/// The torch::Device variable the code at Site can use, as that code spells
+/// it (`*ptr` through a pointer): the nearest local declared before Site in
+/// an enclosing block, a lambda's parameter or capture, a parameter of the
+/// function, a member of the method's class, a global declared before it;
+/// only those whose initialiser Accept takes. Empty when there is none.
+std::string deviceVariableInScope(clang::ASTContext &Context,
+                                  const clang::Stmt *Site,
+                                  DeviceInitFilter Accept);
 
 } // namespace ddpify
 

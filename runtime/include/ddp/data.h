@@ -99,7 +99,9 @@ void check_unwrapped_training();
 /// Whether T is a torch sampler (derives from Sampler<T::BatchRequestType>).
 // std::void_t is C++17; migrated programs may be C++14 (LibTorch 1.13's
 // minimum).
-template <typename...> struct make_void { using type = void; };
+template <typename...> struct make_void {
+  using type = void;
+};
 template <typename T, typename = void> struct is_sampler : std::false_type {};
 template <typename T>
 struct is_sampler<T, typename make_void<typename T::BatchRequestType>::type>

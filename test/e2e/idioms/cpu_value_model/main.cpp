@@ -25,8 +25,8 @@ struct Surface : torch::data::datasets::Dataset<Surface> {
 
   Surface(int64_t n, const torch::Tensor &coefficients) {
     inputs = torch::rand({n, 6}) * 2 - 1;
-    values = (inputs * inputs).matmul(coefficients) + 0.3 * inputs.sum(1, true) +
-             0.02 * torch::randn({n, 1});
+    values = (inputs * inputs).matmul(coefficients) +
+             0.3 * inputs.sum(1, true) + 0.02 * torch::randn({n, 1});
   }
 
   torch::data::Example<> get(size_t i) override {
@@ -50,9 +50,10 @@ int main(int argc, char **argv) {
                               torch::optim::SGDOptions(0.05).momentum(0.5));
 
   // The data set is passed by lvalue (a copy), sampled in order.
-  auto loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
-      train_set.map(torch::data::transforms::Stack<>()),
-      torch::data::DataLoaderOptions().batch_size(batch_size).workers(0));
+  auto loader =
+      torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+          train_set.map(torch::data::transforms::Stack<>()),
+          torch::data::DataLoaderOptions().batch_size(batch_size).workers(0));
   const auto dataset_size = train_set.size().value();
 
   std::cout << std::fixed << std::setprecision(6);
@@ -72,7 +73,8 @@ int main(int argc, char **argv) {
 
   // The held-out set in one piece, no loader.
   torch::NoGradGuard no_grad;
-  auto test_loss = torch::mse_loss(net.forward(test_set.inputs), test_set.values);
+  auto test_loss =
+      torch::mse_loss(net.forward(test_set.inputs), test_set.values);
   std::cout << "final test_loss " << test_loss.item<double>() << '\n';
   return 0;
 }

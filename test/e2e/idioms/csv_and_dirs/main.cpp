@@ -32,7 +32,9 @@ struct Moons : torch::data::datasets::Dataset<Moons> {
     points = torch::stack({x, y}, 1) + 0.15 * torch::randn({n, 2});
     labels = upper.to(torch::kFloat).unsqueeze(1);
   }
-  torch::data::Example<> get(size_t i) override { return {points[i], labels[i]}; }
+  torch::data::Example<> get(size_t i) override {
+    return {points[i], labels[i]};
+  }
   torch::optional<size_t> size() const override { return points.size(0); }
 };
 
@@ -41,7 +43,8 @@ void write_summary(const std::string &path, int epochs, double final_loss,
   std::ofstream out(path);
   out << "# moons summary\n";
   out << "epochs=" << epochs << "\n";
-  out << std::fixed << std::setprecision(6) << "final_loss=" << final_loss << "\n"
+  out << std::fixed << std::setprecision(6) << "final_loss=" << final_loss
+      << "\n"
       << "final_accuracy=" << final_accuracy << "\n";
 }
 
@@ -60,12 +63,14 @@ int main(int argc, char **argv) {
 
   Moons moons(576);
   const auto n = moons.size().value();
-  auto loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
-      std::move(moons).map(torch::data::transforms::Stack<>()), batch_size);
+  auto loader =
+      torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+          std::move(moons).map(torch::data::transforms::Stack<>()), batch_size);
 
   auto model = std::make_shared<MoonNet>();
   model->to(device);
-  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(0.02));
+  torch::optim::Adam optimizer(model->parameters(),
+                               torch::optim::AdamOptions(0.02));
 
   double loss_avg = 0, accuracy = 0;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
@@ -85,8 +90,9 @@ int main(int argc, char **argv) {
     accuracy = static_cast<double>(correct) / n;
     csv << epoch << ',' << std::fixed << std::setprecision(6) << loss_avg << ','
         << accuracy << '\n';
-    std::cout << "epoch " << epoch << " train_loss " << std::fixed << std::setprecision(6)
-              << loss_avg << " train_correct " << correct << '\n';
+    std::cout << "epoch " << epoch << " train_loss " << std::fixed
+              << std::setprecision(6) << loss_avg << " train_correct "
+              << correct << '\n';
   }
   csv.close();
 

@@ -15,8 +15,7 @@ const int64_t kEpochs = 3;
 struct DigitsImpl : torch::nn::Module {
   DigitsImpl()
       : conv1(torch::nn::Conv2dOptions(1, 6, 3)),
-        conv2(torch::nn::Conv2dOptions(6, 8, 3)),
-        fc1(8 * 2 * 2, 32),
+        conv2(torch::nn::Conv2dOptions(6, 8, 3)), fc1(8 * 2 * 2, 32),
         fc2(32, kClasses) {
     register_module("conv1", conv1);
     register_module("conv2", conv2);
@@ -94,16 +93,15 @@ void test(size_t epoch, Digits &model, torch::Device device,
   for (const auto &batch : data_loader) {
     auto data = batch.data.to(device), targets = batch.target.to(device);
     auto output = model->forward(data);
-    test_loss += torch::nll_loss(output, targets, /*weight=*/{},
-                                 torch::Reduction::Sum)
-                     .template item<float>();
+    test_loss +=
+        torch::nll_loss(output, targets, /*weight=*/{}, torch::Reduction::Sum)
+            .template item<float>();
     auto pred = output.argmax(1);
     correct += pred.eq(targets).sum().template item<int64_t>();
   }
   test_loss /= dataset_size;
-  std::printf("epoch %zu test_loss %.6f test_correct %d test_acc %.6f\n",
-              epoch, test_loss, correct,
-              static_cast<double>(correct) / dataset_size);
+  std::printf("epoch %zu test_loss %.6f test_correct %d test_acc %.6f\n", epoch,
+              test_loss, correct, static_cast<double>(correct) / dataset_size);
 }
 
 int main(int argc, char *argv[]) {
@@ -139,8 +137,8 @@ int main(int argc, char *argv[]) {
       torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
           std::move(test_dataset), 64);
 
-  torch::optim::SGD optimizer(
-      model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.5));
+  torch::optim::SGD optimizer(model->parameters(),
+                              torch::optim::SGDOptions(0.05).momentum(0.5));
 
   for (size_t epoch = 1; epoch <= kEpochs; ++epoch) {
     // Reseeded every epoch, so a run resumed at epoch e shuffles as this one.

@@ -44,7 +44,8 @@ int main(int argc, const char *argv[]) {
     return 2;
   }
   const int64_t batch_size = argc > 2 ? std::stoll(argv[2]) : 32;
-  torch::Device device(torch::cuda::is_available() ? torch::kCUDA : torch::kCPU);
+  torch::Device device(torch::cuda::is_available() ? torch::kCUDA
+                                                   : torch::kCPU);
 
   torch::jit::script::Module backbone;
   try {
@@ -60,13 +61,17 @@ int main(int argc, const char *argv[]) {
 
   torch::manual_seed(21);
   auto centers = 1.5 * torch::randn({3, 10});
-  auto train_loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
-      Points(384, centers).map(torch::data::transforms::Stack<>()),
-      torch::data::DataLoaderOptions().batch_size(batch_size).drop_last(true));
+  auto train_loader =
+      torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+          Points(384, centers).map(torch::data::transforms::Stack<>()),
+          torch::data::DataLoaderOptions()
+              .batch_size(batch_size)
+              .drop_last(true));
   Points test_points(151, centers);
   const auto test_size = *test_points.size();
-  auto test_loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
-      std::move(test_points).map(torch::data::transforms::Stack<>()), 40);
+  auto test_loader =
+      torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+          std::move(test_points).map(torch::data::transforms::Stack<>()), 40);
 
   torch::nn::Linear head(16, 3);
   head->to(device);
@@ -97,13 +102,15 @@ int main(int argc, const char *argv[]) {
     int64_t correct = 0;
     for (auto &batch : *test_loader) {
       auto logits = head->forward(features(batch.data));
-      correct += logits.argmax(1).eq(batch.target.to(device)).sum().item<int64_t>();
+      correct +=
+          logits.argmax(1).eq(batch.target.to(device)).sum().item<int64_t>();
     }
     head->train();
-    std::printf("epoch %d train_loss %.6f seen %lld test_correct %lld test_acc %.6f\n",
-                epoch, loss_sum / seen, static_cast<long long>(seen),
-                static_cast<long long>(correct),
-                static_cast<double>(correct) / test_size);
+    std::printf(
+        "epoch %d train_loss %.6f seen %lld test_correct %lld test_acc %.6f\n",
+        epoch, loss_sum / seen, static_cast<long long>(seen),
+        static_cast<long long>(correct),
+        static_cast<double>(correct) / test_size);
   }
   return 0;
 }

@@ -12,8 +12,7 @@
 constexpr int64_t kNoise = 8;
 
 struct GeneratorImpl : torch::nn::Module {
-  GeneratorImpl()
-      : fc1(kNoise, 32), bn1(32), fc2(32, 32), bn2(32), fc3(32, 2) {
+  GeneratorImpl() : fc1(kNoise, 32), bn1(32), fc2(32, 32), bn2(32), fc3(32, 2) {
     register_module("fc1", fc1);
     register_module("bn1", bn1);
     register_module("fc2", fc2);
@@ -98,7 +97,8 @@ int main(int argc, char **argv) {
       ++batches;
     }
     std::printf("epoch %lld d_loss %.6f g_loss %.6f\n",
-                static_cast<long long>(epoch), d_sum / batches, g_sum / batches);
+                static_cast<long long>(epoch), d_sum / batches,
+                g_sum / batches);
   }
 
   generator->eval();

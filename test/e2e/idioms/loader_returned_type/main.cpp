@@ -23,12 +23,15 @@ private:
 };
 
 using StackedClusters =
-    torch::data::datasets::MapDataset<Clusters, torch::data::transforms::Stack<>>;
-using TestLoader = torch::data::StatelessDataLoader<
-    StackedClusters, torch::data::samplers::SequentialSampler>;
+    torch::data::datasets::MapDataset<Clusters,
+                                      torch::data::transforms::Stack<>>;
+using TestLoader =
+    torch::data::StatelessDataLoader<StackedClusters,
+                                     torch::data::samplers::SequentialSampler>;
 
 std::unique_ptr<torch::data::StatelessDataLoader<
-    torch::data::datasets::MapDataset<Clusters, torch::data::transforms::Stack<>>,
+    torch::data::datasets::MapDataset<Clusters,
+                                      torch::data::transforms::Stack<>>,
     torch::data::samplers::RandomSampler>>
 make_train_loader(Clusters dataset, size_t batch_size) {
   return torch::data::make_data_loader<torch::data::samplers::RandomSampler>(
@@ -36,16 +39,18 @@ make_train_loader(Clusters dataset, size_t batch_size) {
 }
 
 std::unique_ptr<TestLoader> make_test_loader(Clusters dataset) {
-  return torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+  return torch::data::make_data_loader<
+      torch::data::samplers::SequentialSampler>(
       std::move(dataset).map(torch::data::transforms::Stack<>()),
       torch::data::DataLoaderOptions().batch_size(100));
 }
 
 struct ClassifierImpl : torch::nn::Module {
   ClassifierImpl() {
-    layers = register_module(
-        "layers", torch::nn::Sequential(torch::nn::Linear(3, 32), torch::nn::ReLU(),
-                                        torch::nn::Linear(32, 4)));
+    layers = register_module("layers",
+                             torch::nn::Sequential(torch::nn::Linear(3, 32),
+                                                   torch::nn::ReLU(),
+                                                   torch::nn::Linear(32, 4)));
   }
   torch::Tensor forward(torch::Tensor x) { return layers->forward(x); }
   torch::nn::Sequential layers{nullptr};
@@ -97,9 +102,10 @@ int main(int argc, char **argv) {
       }
     }
     model->train();
-    std::cout << "epoch " << epoch + 1 << " train_loss " << running_loss / train_size
-              << " train_acc " << static_cast<double>(correct) / train_size
-              << " test_correct " << test_correct << " test_acc "
+    std::cout << "epoch " << epoch + 1 << " train_loss "
+              << running_loss / train_size << " train_acc "
+              << static_cast<double>(correct) / train_size << " test_correct "
+              << test_correct << " test_acc "
               << static_cast<double>(test_correct) / test_size << std::endl;
   }
 }

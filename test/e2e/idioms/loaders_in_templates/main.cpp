@@ -67,8 +67,8 @@ void test(Ball &net, Loader &loader, torch::Device device, int epoch) {
     correct += output.argmax(1).eq(target).sum().template item<int64_t>();
     total += target.size(0);
   }
-  std::printf("epoch %d test_loss %.6f test_correct %lld test_total %lld\n", epoch,
-              loss_sum / total, static_cast<long long>(correct),
+  std::printf("epoch %d test_loss %.6f test_correct %lld test_total %lld\n",
+              epoch, loss_sum / total, static_cast<long long>(correct),
               static_cast<long long>(total));
 }
 
@@ -78,10 +78,12 @@ int main(int argc, char **argv) {
   auto device = torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0)
                                             : torch::Device(torch::kCPU);
 
-  auto train_loader = torch::data::make_data_loader<torch::data::samplers::RandomSampler>(
-      Sphere(512).map(torch::data::transforms::Stack<>()), batch);
-  auto test_loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
-      Sphere(257).map(torch::data::transforms::Stack<>()), 64);
+  auto train_loader =
+      torch::data::make_data_loader<torch::data::samplers::RandomSampler>(
+          Sphere(512).map(torch::data::transforms::Stack<>()), batch);
+  auto test_loader =
+      torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+          Sphere(257).map(torch::data::transforms::Stack<>()), 64);
 
   Ball net;
   net->to(device);

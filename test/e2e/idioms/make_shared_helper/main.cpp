@@ -29,8 +29,10 @@ public:
     auto t = torch::linspace(0.1, 1.0, per_class);
     std::vector<torch::Tensor> xs, ys;
     for (int64_t c = 0; c < 3; ++c) {
-      auto angle = t * 4.0 + c * 2.0 * M_PI / 3.0 + 0.2 * torch::randn({per_class});
-      xs.push_back(torch::stack({t * torch::cos(angle), t * torch::sin(angle)}, 1));
+      auto angle =
+          t * 4.0 + c * 2.0 * M_PI / 3.0 + 0.2 * torch::randn({per_class});
+      xs.push_back(
+          torch::stack({t * torch::cos(angle), t * torch::sin(angle)}, 1));
       ys.push_back(torch::full({per_class}, c, torch::kLong));
     }
     x_ = torch::cat(xs);
@@ -48,8 +50,8 @@ torch::Device get_device() {
                                      : torch::Device(torch::kCPU);
 }
 
-void train(std::shared_ptr<SpiralNet> net, Spirals dataset, torch::Device device,
-           int64_t batch_size, int epochs) {
+void train(std::shared_ptr<SpiralNet> net, Spirals dataset,
+           torch::Device device, int64_t batch_size, int epochs) {
   torch::optim::Adam optimizer(net->parameters(),
                                torch::optim::AdamOptions(0.01));
   const auto n = dataset.size().value();
@@ -80,12 +82,14 @@ double evaluate(std::shared_ptr<SpiralNet> net, Spirals dataset,
                 torch::Device device) {
   net->eval();
   torch::NoGradGuard guard;
-  auto loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
-      dataset.map(torch::data::transforms::Stack<>()), 50);
+  auto loader =
+      torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+          dataset.map(torch::data::transforms::Stack<>()), 50);
   int64_t correct = 0, seen = 0;
   for (const auto &batch : *loader) {
     auto logits = net->forward(batch.data.to(device));
-    correct += logits.argmax(1).eq(batch.target.to(device)).sum().item<int64_t>();
+    correct +=
+        logits.argmax(1).eq(batch.target.to(device)).sum().item<int64_t>();
     seen += batch.data.size(0);
   }
   std::printf("test correct %lld seen %lld\n", static_cast<long long>(correct),

@@ -36,10 +36,12 @@ int main(int argc, char **argv) {
 
   auto model = std::make_shared<Fit>();
   model->to(device);
-  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(0.01));
+  torch::optim::Adam optimizer(model->parameters(),
+                               torch::optim::AdamOptions(0.01));
 
   for (int epoch = 1; epoch <= 5; ++epoch) {
-    auto order = torch::randperm(n, torch::TensorOptions().dtype(torch::kLong).device(device));
+    auto order = torch::randperm(
+        n, torch::TensorOptions().dtype(torch::kLong).device(device));
     auto x_all = inputs.index_select(0, order);
     auto y_all = targets.index_select(0, order);
     double epoch_loss = 0;
@@ -56,7 +58,8 @@ int main(int argc, char **argv) {
     std::printf("epoch %d train_loss %.6f\n", epoch, epoch_loss / n);
   }
   torch::NoGradGuard no_grad;
-  const double mse = torch::mse_loss(model->forward(inputs), targets).item<double>();
+  const double mse =
+      torch::mse_loss(model->forward(inputs), targets).item<double>();
   std::printf("final mse %.6f\n", mse);
   return EXIT_SUCCESS;
 }

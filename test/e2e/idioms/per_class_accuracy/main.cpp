@@ -27,7 +27,9 @@ public:
     target_ = torch::randint(kClasses, {n}, torch::kLong);
     data_ = prototypes.index_select(0, target_) + noise * torch::randn({n, 12});
   }
-  torch::data::Example<> get(size_t i) override { return {data_[i], target_[i]}; }
+  torch::data::Example<> get(size_t i) override {
+    return {data_[i], target_[i]};
+  }
   torch::optional<size_t> size() const override { return target_.size(0); }
 
 private:
@@ -36,26 +38,31 @@ private:
 
 int main(int argc, char **argv) {
   int64_t batch_size = 32;
-  if (argc > 1) batch_size = std::atoi(argv[1]);
+  if (argc > 1)
+    batch_size = std::atoi(argv[1]);
   torch::manual_seed(13);
   torch::Device device = torch::kCPU;
-  if (torch::cuda::is_available()) device = torch::kCUDA;
+  if (torch::cuda::is_available())
+    device = torch::kCUDA;
 
   auto prototypes = torch::randn({kClasses, 12});
   auto train_set = Prototypes(480, prototypes, 1.1);
   auto test_set = Prototypes(251, prototypes, 1.1);
   const size_t train_size = train_set.size().value();
 
-  auto train_loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
-      std::move(train_set).map(torch::data::transforms::Stack<>()),
-      torch::data::DataLoaderOptions().batch_size(batch_size).workers(2));
-  auto test_loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
-      std::move(test_set).map(torch::data::transforms::Stack<>()),
-      torch::data::DataLoaderOptions().batch_size(50).workers(2));
+  auto train_loader =
+      torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+          std::move(train_set).map(torch::data::transforms::Stack<>()),
+          torch::data::DataLoaderOptions().batch_size(batch_size).workers(2));
+  auto test_loader =
+      torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+          std::move(test_set).map(torch::data::transforms::Stack<>()),
+          torch::data::DataLoaderOptions().batch_size(50).workers(2));
 
   auto net = std::make_shared<PrototypeNet>();
   net->to(device);
-  torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(5e-3));
+  torch::optim::Adam optimizer(net->parameters(),
+                               torch::optim::AdamOptions(5e-3));
 
   std::cout << std::fixed << std::setprecision(6);
   for (int epoch = 1; epoch <= 3; ++epoch) {
@@ -72,9 +79,10 @@ int main(int argc, char **argv) {
       running_loss += loss.item<double>() * inputs.size(0);
       correct += outputs.argmax(1).eq(labels).sum().item<int64_t>();
     }
-    std::cout << "epoch " << epoch << " train_loss " << running_loss / train_size
-              << " train_acc " << static_cast<double>(correct) / train_size
-              << " train_correct " << correct << '\n';
+    std::cout << "epoch " << epoch << " train_loss "
+              << running_loss / train_size << " train_acc "
+              << static_cast<double>(correct) / train_size << " train_correct "
+              << correct << '\n';
   }
 
   std::array<int64_t, kClasses> class_correct{};

@@ -39,9 +39,10 @@ int main(int argc, char **argv) {
   Readings train_set(768), test_set(256);
   const double n = static_cast<double>(train_set.size().value());
   auto test_x = test_set.x.to(device), test_y = test_set.y.to(device);
-  auto loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
-      std::move(train_set).map(torch::data::transforms::Stack<>()),
-      torch::data::DataLoaderOptions(batch_size));
+  auto loader =
+      torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+          std::move(train_set).map(torch::data::transforms::Stack<>()),
+          torch::data::DataLoaderOptions(batch_size));
   std::cout << std::fixed << std::setprecision(6);
 
   // 1. The linear baseline.
@@ -88,7 +89,8 @@ int main(int argc, char **argv) {
                              torch::nn::Linear(64, 64), torch::nn::Tanh(),
                              torch::nn::Linear(64, 1));
   wide->to(device);
-  torch::optim::Adam wide_opt(wide->parameters(), torch::optim::AdamOptions(3e-3));
+  torch::optim::Adam wide_opt(wide->parameters(),
+                              torch::optim::AdamOptions(3e-3));
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     double sum = 0;
     for (auto &batch : *loader) {
@@ -103,9 +105,11 @@ int main(int argc, char **argv) {
   }
 
   torch::NoGradGuard no_grad;
-  std::cout << "test linear_mse " << torch::mse_loss(linear(test_x), test_y).item<double>()
-            << " perceptron_mse "
-            << torch::mse_loss(perceptron.forward(test_x), test_y).item<double>()
-            << " wide_mse " << torch::mse_loss(wide->forward(test_x), test_y).item<double>()
-            << '\n';
+  std::cout
+      << "test linear_mse "
+      << torch::mse_loss(linear(test_x), test_y).item<double>()
+      << " perceptron_mse "
+      << torch::mse_loss(perceptron.forward(test_x), test_y).item<double>()
+      << " wide_mse "
+      << torch::mse_loss(wide->forward(test_x), test_y).item<double>() << '\n';
 }
