@@ -9,7 +9,7 @@
 // that set a flag, and through the user's functions that return one), unless
 // it went through ddp::all_reduce / ddp::broadcast. The ranks would leave
 // the loop at different steps and the others hang in the next collective.
-// Sums R11 all-reduces after a validation loop count as reduced.
+// Sums R11 all-reduces after a loop that does not train count as reduced.
 //
 // non-torch-loader: a loop that calls backward() and whose data does not come
 // from a torch data loader (no range-for over one, here or around it): its
@@ -214,11 +214,13 @@ private:
     for (const Assignment &A : Assignments)
       if (containsCollective(A.Value))
         Result.Clean.insert(A.Var);
-    // Sums R11 all-reduces after their validation loop.
-    for (const ValidationLoop &Loop :
-         analyzeValidationLoops(Context, Function, Oracle))
-      for (const VarDecl *Var : Loop.Accumulators)
-        Result.Clean.insert(Var);
+    // Sums R11 all-reduces after a loop that does not train. A training
+    // loop's sums are reduced only after it: an exit inside it decided by one
+    // still diverges.
+    for (const MetricLoop &Loop : analyzeMetricLoops(Context, Function))
+      if (!Oracle.trains(Loop.Loop->getBody()))
+        for (const VarDecl *Var : Loop.Accumulators)
+          Result.Clean.insert(Var);
 
     ParentMap Parents(Body);
     for (bool Changed = true; Changed;) {
@@ -415,6 +417,8 @@ private:
         !Seen.insert({F.FilePath, F.Offset, "divergent-exit"}).second)
       return;
     F.ReportId = "divergent-exit";
+    // The ranks would diverge and hang: the migrated program is wrong.
+    F.Level = ReportLevel::Error;
     F.Length = 0;
     const Expr *Origin = Taint->origin(Values, Why);
     F.NotRewrittenReason =

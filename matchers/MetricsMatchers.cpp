@@ -1,18 +1,17 @@
-//===- MetricsMatchers.cpp - R11: validation metrics all-reduced ----------===//
+//===- MetricsMatchers.cpp - R11: metrics all-reduced ---------------------===//
 //
-// After R4 a validation loader gives each rank its share of the samples, so a
-// loss summed or a count of correct predictions taken over it is this rank's
-// part only. R11 finds range-for loops over a torch data loader whose body
-// does not train (no backward(), no optimizer step, also through the user's
-// functions), and the locals declared before such a loop (in the same
-// function), updated in it by `+=`, `++` or `x = x + ...` and read after it:
-// the accumulators. Right after the loop, on every rank, each becomes its
-// global sum (`v = ddp::all_reduce(v);`, `ddp::all_reduce(t);` for a tensor).
-// An accumulation it does not recognise (a maximum, a vector push_back, a
-// member, a reference, a sum carried over an enclosing loop) is a
-// `metric-pattern` report item instead. A loop already followed by the
-// all-reduce statements, or by a collective of the user's own in its block,
-// is left alone.
+// After R4 every loader gives each rank its share of the samples, so a loss
+// summed or a count of correct predictions taken over it, in a validation
+// loop or in the training loop itself, is this rank's part only. R11 finds
+// range-for loops over a torch data loader, and the locals declared before
+// such a loop (in the same function), updated in it by `+=`, `++` or `x = x +
+// ...` and read after it: the accumulators. Right after the loop, on every
+// rank, each becomes its global sum (`v = ddp::all_reduce(v);`,
+// `ddp::all_reduce(t);` for a tensor). An accumulation it does not recognise (a
+// maximum, a vector push_back, a member, a reference, a sum carried over an
+// enclosing loop) is a `metric-pattern` report item instead. A loop already
+// followed by the all-reduce statements, or by a collective of the user's own
+// in its block, is left alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -92,7 +91,7 @@ bool refersTo(const Stmt *S, const ValueDecl *D) {
   return false;
 }
 
-/// How a validation loop's body changes a variable declared outside it.
+/// How a loader loop's body changes a variable declared outside it.
 struct Touch {
   bool Sum = false;   ///< `+=`, `++`, `x = x + e`, `t.add_(e)`.
   bool Other = false; ///< An update that depends on the old value otherwise.
@@ -386,15 +385,14 @@ std::string kindOf(ASTContext &Context, const VarDecl *Var, std::string &Why) {
 
 class FunctionAnalysis {
 public:
-  FunctionAnalysis(ASTContext &Context, const FunctionDecl *Function,
-                   TrainingOracle &Oracle)
+  FunctionAnalysis(ASTContext &Context, const FunctionDecl *Function)
       : Context(Context), SM(Context.getSourceManager()), Function(Function),
-        Body(Function->getBody()), Oracle(Oracle), Parents(Body) {
+        Body(Function->getBody()), Parents(Body) {
     indexReferences(Body);
   }
 
-  std::vector<ValidationLoop> run() {
-    std::vector<ValidationLoop> Loops;
+  std::vector<MetricLoop> run() {
+    std::vector<MetricLoop> Loops;
     collectLoops(Body, Loops);
     return Loops;
   }
@@ -424,14 +422,13 @@ private:
       indexReferences(Child);
   }
 
-  void collectLoops(const Stmt *S, std::vector<ValidationLoop> &Loops) {
+  void collectLoops(const Stmt *S, std::vector<MetricLoop> &Loops) {
     if (!S)
       return;
     if (const auto *Loop = dyn_cast<CXXForRangeStmt>(S))
       if (Loop->getRangeInit() &&
-          isDataLoaderType(Loop->getRangeInit()->getType()) &&
-          !Oracle.trains(Loop->getBody())) {
-        ValidationLoop Result = analyze(Loop);
+          isDataLoaderType(Loop->getRangeInit()->getType())) {
+        MetricLoop Result = analyze(Loop);
         if (!Result.Accumulators.empty() || !Result.Problem.empty())
           Loops.push_back(std::move(Result));
       }
@@ -471,7 +468,7 @@ private:
     return nullptr;
   }
 
-  void problem(ValidationLoop &Result, SourceLocation Loc,
+  void problem(MetricLoop &Result, SourceLocation Loc,
                const std::string &Text) {
     if (!Result.Problem.empty())
       return;
@@ -479,8 +476,8 @@ private:
     Result.ProblemLoc = Loc;
   }
 
-  ValidationLoop analyze(const CXXForRangeStmt *Loop) {
-    ValidationLoop Result;
+  MetricLoop analyze(const CXXForRangeStmt *Loop) {
+    MetricLoop Result;
     Result.Loop = Loop;
     TouchCollector Collector;
     Collector.visit(Loop->getBody());
@@ -496,7 +493,7 @@ private:
       if (!Var) {
         problem(Result, Loc,
                 Name + " is a member accumulated over this rank's share of "
-                       "the validation data only; accumulate into a local "
+                       "the data only; accumulate into a local "
                        "and add 'v = ddp::all_reduce(v);' after the loop");
         continue;
       }
@@ -505,7 +502,7 @@ private:
       if (!isLocalOfFunction(Var)) {
         problem(Result, Loc,
                 Name + " is accumulated over this rank's share of the "
-                       "validation data only and is not a local of this "
+                       "data only and is not a local of this "
                        "function (a reference, global or static); "
                        "all-reduce it with ddp::all_reduce where it is "
                        "complete");
@@ -514,13 +511,14 @@ private:
       if (!readAfter(Var, Loop))
         continue;
       if (T.Other) {
-        problem(Result, Loc,
-                Name + " " + T.OtherWhat +
-                    " in a validation loop, which sees only this rank's "
-                    "share of the data; ddpify recognises sums only (+=, ++, "
-                    "x = x + ...): combine the ranks' values after the loop "
-                    "with ddp::all_reduce (kSum, kMax, kMin) or "
-                    "ddp::all_gather");
+        problem(
+            Result, Loc,
+            Name + " " + T.OtherWhat +
+                " in a loop over a sharded loader, which sees only this rank's "
+                "share of the data; ddpify recognises sums only (+=, ++, "
+                "x = x + ...): combine the ranks' values after the loop "
+                "with ddp::all_reduce (kSum, kMax, kMin) or "
+                "ddp::all_gather");
         continue;
       }
       std::string Why;
@@ -528,8 +526,8 @@ private:
       if (Kind.empty()) {
         problem(Result, Loc,
                 Name +
-                    " is a sum over this rank's share of the validation "
-                    "data but " +
+                    " is a sum over this rank's share of the data "
+                    "but " +
                     Why + "; all-reduce its parts after the loop");
         continue;
       }
@@ -551,7 +549,7 @@ private:
       if (const auto *If = dyn_cast<IfStmt>(S))
         if (callsMainProcessCheck(If->getCond())) {
           problem(Result, Loop->getBeginLoc(),
-                  "this validation loop runs on the main process only, "
+                  "this loop runs on the main process only, "
                   "which sees its share of the data only; run it on every "
                   "rank and keep only the printing on the main process");
           return Result;
@@ -559,7 +557,7 @@ private:
     const auto *Block = dyn_cast_or_null<CompoundStmt>(Parents.getParent(Loop));
     if (!Block) {
       problem(Result, Loop->getBeginLoc(),
-              "this validation loop is not a statement of a block, so its "
+              "this loop is not a statement of a block, so its "
               "sums cannot be all-reduced right after it; put it in braces");
       return Result;
     }
@@ -587,7 +585,6 @@ private:
   const SourceManager &SM;
   const FunctionDecl *Function;
   Stmt *Body;
-  TrainingOracle &Oracle;
   ParentMap Parents;
   llvm::DenseMap<const VarDecl *, std::vector<SourceLocation>> Uses;
   llvm::DenseMap<const VarDecl *, std::vector<SourceLocation>> Resets;
@@ -606,7 +603,6 @@ public:
   void onStartOfTranslationUnit() override {
     Locator.reset();
     Seen.clear();
-    Oracle.reset();
   }
 
   void run(const MatchFinder::MatchResult &Result) override {
@@ -617,17 +613,12 @@ public:
     if (!Function || !Function->getBody() || Function->isDependentContext() ||
         Context.getSourceManager().isInSystemHeader(Function->getLocation()))
       return;
-    if (!Oracle || OracleContext != &Context) {
-      Oracle = std::make_unique<TrainingOracle>(Context);
-      OracleContext = &Context;
-    }
-    for (const ValidationLoop &Loop :
-         analyzeValidationLoops(Context, Function, *Oracle))
+    for (const MetricLoop &Loop : analyzeMetricLoops(Context, Function))
       report(Context, Loop);
   }
 
 private:
-  void report(ASTContext &Context, const ValidationLoop &Loop) {
+  void report(ASTContext &Context, const MetricLoop &Loop) {
     const SourceManager &SM = Context.getSourceManager();
     if (!Loop.Problem.empty()) {
       Finding F = Locator.make(Context, SourceRange(Loop.ProblemLoc), "R11", "",
@@ -653,7 +644,7 @@ private:
     for (const VarDecl *Var : Loop.Accumulators)
       Names += (Names.empty() ? "'" : ", '") + Var->getNameAsString() + "'";
     F.Message = Names +
-                " summed over this rank's share of the validation data; "
+                " summed over this rank's share of the data; "
                 "all-reduced after the loop so the reported figures are "
                 "global";
     if (F.InMacro) {
@@ -721,8 +712,6 @@ private:
   FindingList &Findings;
   FindingLocator Locator;
   // One per translation unit: it memoises by declaration.
-  std::unique_ptr<TrainingOracle> Oracle;
-  ASTContext *OracleContext = nullptr;
   std::set<std::tuple<std::string, unsigned, std::string>> Seen;
 };
 
@@ -791,12 +780,11 @@ bool TrainingOracle::functionTrains(const FunctionDecl *Function) {
   return Trains;
 }
 
-std::vector<ValidationLoop> analyzeValidationLoops(ASTContext &Context,
-                                                   const FunctionDecl *Function,
-                                                   TrainingOracle &Oracle) {
+std::vector<MetricLoop> analyzeMetricLoops(ASTContext &Context,
+                                           const FunctionDecl *Function) {
   if (!Function->getBody())
     return {};
-  return FunctionAnalysis(Context, Function, Oracle).run();
+  return FunctionAnalysis(Context, Function).run();
 }
 
 std::unique_ptr<MatcherModule>

@@ -41,8 +41,8 @@ llvm::ArrayRef<RuleInfo> allRules() {
        "CMakeLists.txt: find_package(ddpify REQUIRED) and ddpify::runtime "
        "linked to targets whose sources changed"},
       {"R11", "",
-       "sums and counts over a sharded validation loader are all-reduced "
-       "after the loop"},
+       "sums and counts over a sharded loader (validation or training) are "
+       "all-reduced after the loop"},
       {"", "ddp-device-mismatch",
        "one operation mixes tensors placed on different devices"},
       {"", "ddp-cpu-factory-in-forward",

@@ -1,6 +1,6 @@
 //===- MetricsRewriter.cpp - R11 edits ------------------------------------===//
 //
-// One statement per accumulator, each on its own line after the validation
+// One statement per accumulator, each on its own line after the loader
 // loop, indented like the loop. F.Names holds "name:kind" (see
 // FindingForm::MetricReduce): double and int64 go straight through
 // ddp::all_reduce's overloads, other integers through int64_t, other floating

@@ -1,8 +1,8 @@
-//===- MetricsMatchers.h - R11: validation metrics all-reduced --*- C++ -*-===//
+//===- MetricsMatchers.h - R11: metrics all-reduced -------------*- C++ -*-===//
 //
 // R11 and the loop analysis it shares with the flow checks (FlowMatchers.cpp):
 // which loops iterate a torch data loader, which ones train, and which locals
-// a validation loop accumulates.
+// a loader loop accumulates.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,8 +19,8 @@
 
 namespace ddpify {
 
-/// R11: sums and counts accumulated over a validation loader and reported after
-/// the loop.
+/// R11: sums and counts accumulated over a loader (validation or training)
+/// and reported after the loop.
 std::unique_ptr<MatcherModule>
 createMetricsMatchers(FindingList &Findings, llvm::StringRef ProjectRoot);
 
@@ -51,7 +51,7 @@ private:
 
 /// What R11 found for one range-for over a data loader whose body does not
 /// train.
-struct ValidationLoop {
+struct MetricLoop {
   const clang::CXXForRangeStmt *Loop = nullptr;
   /// The accumulators to all-reduce right after the loop, in declaration
   /// order, each with its kind (see FindingForm::MetricReduce's Names).
@@ -63,12 +63,10 @@ struct ValidationLoop {
   clang::SourceLocation ProblemLoc;
 };
 
-/// R11's analysis of every validation loop of Function (a definition that is
+/// R11's analysis of every loader loop of Function (a definition that is
 /// not a template pattern).
-std::vector<ValidationLoop>
-analyzeValidationLoops(clang::ASTContext &Context,
-                       const clang::FunctionDecl *Function,
-                       TrainingOracle &Oracle);
+std::vector<MetricLoop> analyzeMetricLoops(clang::ASTContext &Context,
+                                           const clang::FunctionDecl *Function);
 
 /// Whether Call calls ddp::all_reduce, ddp::all_gather or ddp::broadcast.
 bool isDdpCollective(const clang::CallExpr *Call);

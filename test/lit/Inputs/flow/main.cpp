@@ -92,3 +92,21 @@ int main(int argc, char **argv) {
   }
   return 0;
 }
+
+// A running sum R11 all-reduces only after its training loop: an exit inside
+// the loop decided by it still diverges.
+double running_sum_exit(torch::nn::Linear &model, torch::optim::SGD &optimizer) {
+  auto loader =
+      ddp::make_data_loader(Points().map(torch::data::transforms::Stack<>()), 8);
+  double running = 0;
+  for (auto &batch : *loader) {
+    optimizer.zero_grad();
+    auto loss = torch::mse_loss(model->forward(batch.data), batch.target);
+    loss.backward();
+    optimizer.step();
+    running += loss.item<double>();
+    if (running > 1e9)
+      break;
+  }
+  return running;
+}

@@ -64,7 +64,7 @@ int main() {
       Points().map(torch::data::transforms::Stack<>()), 8);
   torch::optim::SGD optimizer(model.parameters(), 0.1);
 
-  // Negative: a training loop (backward) with a running loss.
+  // A training loop (backward) with a running loss: reduced too.
   double train_loss = 0;
   for (auto &batch : *train_loader) {
     optimizer.zero_grad();
@@ -74,7 +74,7 @@ int main() {
     optimizer.step();
     train_loss += loss.item<double>();
   }
-  // Negative: it trains through a helper.
+  // It trains through a helper: the count is reduced.
   int64_t steps = 0;
   for (auto &batch : *train_loader) {
     step(model, optimizer, batch);
