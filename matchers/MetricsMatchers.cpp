@@ -79,6 +79,22 @@ const ValueDecl *targetOf(const Expr *E) {
   return nullptr;
 }
 
+/// What an update of E accumulates into: E's variable, or the container an
+/// element of it belongs to (`counts[label] += 1` on a std::vector,
+/// std::array, C array or tensor: per-class sums).
+const ValueDecl *accumulatorOf(const Expr *E) {
+  if (const ValueDecl *D = targetOf(E))
+    return D;
+  E = stripParensAndImplicit(E);
+  // `counts[label]`, `confusion[label][prediction]`.
+  if (const auto *Subscript = dyn_cast_or_null<ArraySubscriptExpr>(E))
+    return accumulatorOf(Subscript->getBase());
+  if (const auto *Op = dyn_cast_or_null<CXXOperatorCallExpr>(E))
+    if (Op->getOperator() == OO_Subscript && Op->getNumArgs() == 2)
+      return accumulatorOf(Op->getArg(0));
+  return nullptr;
+}
+
 bool refersTo(const Stmt *S, const ValueDecl *D) {
   if (!S)
     return false;
@@ -140,7 +156,7 @@ public:
 
 private:
   void sum(const Expr *Target, SourceLocation Loc) {
-    if (const ValueDecl *D = targetOf(Target)) {
+    if (const ValueDecl *D = accumulatorOf(Target)) {
       Touch &T = Touches[D];
       if (!T.Sum)
         T.SumLoc = Loc;
@@ -148,7 +164,7 @@ private:
     }
   }
   void other(const Expr *Target, SourceLocation Loc, llvm::StringRef What) {
-    if (const ValueDecl *D = targetOf(Target)) {
+    if (const ValueDecl *D = accumulatorOf(Target)) {
       Touch &T = Touches[D];
       if (!T.Other) {
         T.OtherLoc = Loc;
@@ -164,16 +180,17 @@ private:
     if (const auto *Cast = dyn_cast_or_null<ExplicitCastExpr>(Rhs))
       Rhs = stripParensAndImplicit(Cast->getSubExpr());
     if (const auto *Add = dyn_cast_or_null<BinaryOperator>(Rhs))
-      return Add->getOpcode() == BO_Add &&
-             (targetOf(Add->getLHS()) == D || targetOf(Add->getRHS()) == D);
+      return Add->getOpcode() == BO_Add && (accumulatorOf(Add->getLHS()) == D ||
+                                            accumulatorOf(Add->getRHS()) == D);
     if (const auto *Add = dyn_cast_or_null<CXXOperatorCallExpr>(Rhs))
       return Add->getOperator() == OO_Plus && Add->getNumArgs() == 2 &&
-             (targetOf(Add->getArg(0)) == D || targetOf(Add->getArg(1)) == D);
+             (accumulatorOf(Add->getArg(0)) == D ||
+              accumulatorOf(Add->getArg(1)) == D);
     return false;
   }
 
   void assign(const Expr *Lhs, const Expr *Rhs, SourceLocation Loc) {
-    const ValueDecl *D = targetOf(Lhs);
+    const ValueDecl *D = accumulatorOf(Lhs);
     if (!D)
       return;
     if (isSelfSum(D, Rhs))
@@ -362,9 +379,23 @@ std::string kindOf(ASTContext &Context, const VarDecl *Var, std::string &Why) {
   if (const CXXRecordDecl *Record = Canonical->getAsCXXRecordDecl()) {
     if (Record->getQualifiedNameAsString() == "at::Tensor")
       return "tensor";
+    // Per-class counts: ddp::all_reduce sums them element by element.
+    if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(Record))
+      if (llvm::is_contained({"std::vector", "std::array"},
+                             Spec->getQualifiedNameAsString()) &&
+          Spec->getTemplateArgs().size() > 0 &&
+          Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type) {
+        QualType Element = Spec->getTemplateArgs()[0].getAsType();
+        if (Element->isArithmeticType() && !Element->isBooleanType())
+          return "elements";
+      }
     Why = "has type '" + Spelling + "', which ddp::all_reduce does not take";
     return "";
   }
+  if (const auto *Array = Context.getAsConstantArrayType(Canonical))
+    if (Array->getElementType()->isArithmeticType() &&
+        !Array->getElementType()->isBooleanType())
+      return "elements";
   if (Canonical->isSpecificBuiltinType(BuiltinType::Double))
     return "double";
   if (Context.hasSameType(Canonical,

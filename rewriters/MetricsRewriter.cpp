@@ -4,7 +4,8 @@
 // loop, indented like the loop. F.Names holds "name:kind" (see
 // FindingForm::MetricReduce): double and int64 go straight through
 // ddp::all_reduce's overloads, other integers through int64_t, other floating
-// types through double, a tensor in place.
+// types through double, a tensor and a container of numbers (per-class
+// counts) in place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,7 +20,7 @@ std::string reduceStatement(llvm::StringRef Entry) {
   if (Name.empty() || Kind.empty())
     return "";
   std::string Var = Name.str();
-  if (Kind == "tensor")
+  if (Kind == "tensor" || Kind == "elements")
     return "ddp::all_reduce(" + Var + ");";
   if (Kind == "double" || Kind == "int64")
     return Var + " = ddp::all_reduce(" + Var + ");";

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -566,6 +567,34 @@ int64_t all_reduce(int64_t value, ReduceOp op) {
       torch::TensorOptions().dtype(torch::kInt64).device(backend_device()));
   all_reduce(tensor, op);
   return tensor.item<int64_t>();
+}
+
+namespace {
+
+template <typename T>
+void all_reduce_buffer(T* values, size_t count, ReduceOp op,
+                       torch::ScalarType type) {
+  if (!group_for("all_reduce") || count == 0) {
+    return;
+  }
+  auto tensor = torch::from_blob(values, {static_cast<int64_t>(count)},
+                                 torch::TensorOptions().dtype(type))
+                    .to(backend_device(), /*non_blocking=*/false,
+                        /*copy=*/true);
+  all_reduce(tensor, op);
+  auto host = tensor.to(torch::kCPU).contiguous();
+  const T* reduced = static_cast<const T*>(host.data_ptr());
+  std::copy(reduced, reduced + count, values);
+}
+
+} // namespace
+
+void all_reduce(double* values, size_t count, ReduceOp op) {
+  all_reduce_buffer(values, count, op, torch::kFloat64);
+}
+
+void all_reduce(int64_t* values, size_t count, ReduceOp op) {
+  all_reduce_buffer(values, count, op, torch::kInt64);
 }
 
 std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) {

@@ -11,7 +11,9 @@
 #include <net/if.h>
 #include <netinet/in.h>
 
+#include <array>
 #include <fstream>
+#include <vector>
 
 namespace {
 
@@ -104,6 +106,37 @@ TEST_P(Collectives, AllReduceScalars) {
     // Beyond double's exact range: the int64 path does not go through double.
     const int64_t big = (int64_t(1) << 60) + 1;
     EXPECT_EQ(ddp::all_reduce(r == 0 ? big : int64_t(0)), big);
+  });
+}
+
+TEST_P(Collectives, AllReduceContainersElementwise) {
+  const int world = GetParam();
+  ddp_test::run_ranks(world, [world] {
+    const int r = ddp::rank();
+    const int64_t n = world;
+    // Per-class counts: rank r counts r+1 in class 0 and 2(r+1) in class 2.
+    std::vector<int64_t> counts{r + 1, 0, 2 * (r + 1)};
+    ddp::all_reduce(counts);
+    EXPECT_EQ(counts, (std::vector<int64_t>{n * (n + 1) / 2, 0, n * (n + 1)}));
+
+    std::array<int, 2> small{{r, 1}};
+    ddp::all_reduce(small);
+    EXPECT_EQ(small[0], n * (n - 1) / 2);
+    EXPECT_EQ(small[1], n);
+
+    float sums[2] = {0.5f * (r + 1), 1.0f};
+    ddp::all_reduce(sums);
+    EXPECT_FLOAT_EQ(sums[0], 0.5f * n * (n + 1) / 2);
+    EXPECT_FLOAT_EQ(sums[1], float(n));
+
+    std::vector<double> maxima{double(r), -double(r)};
+    ddp::all_reduce(maxima, ddp::ReduceOp::kMax);
+    EXPECT_DOUBLE_EQ(maxima[0], double(n - 1));
+    EXPECT_DOUBLE_EQ(maxima[1], 0.0);
+
+    std::vector<size_t> empty;
+    ddp::all_reduce(empty); // nothing to send, no hang
+    ddp::barrier();
   });
 }
 

@@ -13,9 +13,11 @@
 // code that includes only this header (needs no USE_C10D_* macro).
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace c10d {
@@ -75,6 +77,40 @@ void barrier();
 void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
 double all_reduce(double value, ReduceOp op = ReduceOp::kSum);
 int64_t all_reduce(int64_t value, ReduceOp op = ReduceOp::kSum);
+/// In place, element by element: per-class counts and sums kept in a
+/// `std::vector`, a `std::array` or a C array of numbers. Integers travel as
+/// int64_t, floating-point values as double.
+void all_reduce(double* values, size_t count, ReduceOp op = ReduceOp::kSum);
+void all_reduce(int64_t* values, size_t count, ReduceOp op = ReduceOp::kSum);
+
+namespace detail {
+template <typename T>
+void all_reduce_elements(T* values, size_t count, ReduceOp op) {
+  static_assert(std::is_arithmetic<T>::value && !std::is_same<T, bool>::value,
+                "ddp::all_reduce of a container: its elements must be numbers");
+  using Wide = typename std::conditional<std::is_floating_point<T>::value,
+                                         double, int64_t>::type;
+  std::vector<Wide> wide(values, values + count);
+  all_reduce(wide.data(), wide.size(), op);
+  for (size_t i = 0; i < count; ++i) {
+    values[i] = static_cast<T>(wide[i]);
+  }
+}
+} // namespace detail
+
+template <typename T, typename Allocator>
+void all_reduce(std::vector<T, Allocator>& values,
+                ReduceOp op = ReduceOp::kSum) {
+  detail::all_reduce_elements(values.data(), values.size(), op);
+}
+template <typename T, size_t N>
+void all_reduce(std::array<T, N>& values, ReduceOp op = ReduceOp::kSum) {
+  detail::all_reduce_elements(values.data(), N, op);
+}
+template <typename T, size_t N>
+void all_reduce(T (&values)[N], ReduceOp op = ReduceOp::kSum) {
+  detail::all_reduce_elements(values, N, op);
+}
 
 /// One tensor of the same shape from each rank, in rank order.
 std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor);
