@@ -1,12 +1,19 @@
-//===- OutputMatchers.cpp - R7/R8: output and checkpoints -----------------===//
+//===- OutputMatchers.cpp - R7/R8: output, checkpoints, files -------------===//
 //
 // R7 finds statements that write to stdout: `std::cout << ...` chains (and
 // `std::cout.flush()`, `.write()`, `.put()`), printf, puts, putchar, vprintf,
 // and fprintf/fputs/fputc/putc/fwrite/vfprintf on `stdout`. R8 finds
-// `torch::save(...)` and `OutputArchive::save_to(...)`. Each is recorded
-// when it is a whole statement (in a block, or the body of an if, loop or
-// label) that no `if (ddp::is_main_process())` / `if (ddp::rank() == 0)`
-// encloses. std::cerr and stderr stay on every rank: they are not matched.
+// checkpoint writes (`torch::save(...)`, `OutputArchive::save_to(...)`, a
+// TorchScript module's `save(path)`) and other file writes (`cv::imwrite`,
+// `std::filesystem::create_directory`). Each is guarded when it is a whole
+// statement (in a block, or the body of an if, loop or label) that no
+// `if (ddp::is_main_process())` / `if (ddp::rank() == 0)` encloses;
+// consecutive ones share one guarded block, and values they print that do
+// work every process must do are computed before the guard. std::cerr and
+// stderr stay on every rank: they are not matched. R8 also finds files
+// opened for writing (std::ofstream, fopen "w"/"a"): their path goes
+// through `ddp::output_path`. The rule spells its edits itself
+// (Finding::Edits), as clang's Transformer rules do.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +26,7 @@
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/Lexer.h"
 #include "llvm/ADT/StringSwitch.h"
+#include <map>
 #include <set>
 
 using namespace clang;
@@ -104,18 +112,90 @@ bool writesToStdout(const Expr *E) {
   return false;
 }
 
-/// `torch::save(...)`, `archive.save_to(...)`.
+/// A checkpoint: `torch::save(...)`, `archive.save_to(...)`, a TorchScript
+/// module's `save(path)`.
 bool writesCheckpoint(const Expr *E) {
   E = strip(E);
   if (const auto *Member = dyn_cast_or_null<CXXMemberCallExpr>(E)) {
     const CXXMethodDecl *Method = Member->getMethodDecl();
-    return Method && Method->getName() == "save_to" &&
-           qualifiedName(Method->getParent()) ==
-               "torch::serialize::OutputArchive";
+    if (!Method || !Method->getIdentifier())
+      return false;
+    std::string Class = qualifiedName(Method->getParent());
+    if (Method->getName() == "save_to")
+      return Class == "torch::serialize::OutputArchive";
+    // `module.save(path)`; `save(std::ostream&)` writes to a stream, not a
+    // file of its own.
+    if (Method->getName() == "save" && Class == "torch::jit::Module")
+      return Method->getNumParams() >= 1 &&
+             !llvm::StringRef(Method->getParamDecl(0)->getType().getAsString())
+                  .contains("ostream");
+    return false;
   }
   if (const auto *Call = dyn_cast_or_null<CallExpr>(E))
     return calleeName(Call) == "torch::save";
   return false;
+}
+
+/// Another file or folder a library call makes: `cv::imwrite`, a directory
+/// made with `std::filesystem` (or Boost's).
+bool writesOtherFile(const Expr *E) {
+  const auto *Call = dyn_cast_or_null<CallExpr>(strip(E));
+  if (!Call)
+    return false;
+  return llvm::StringSwitch<bool>(calleeName(Call))
+      .Case("cv::imwrite", true)
+      .Cases("std::filesystem::create_directory",
+             "std::filesystem::create_directories",
+             "std::experimental::filesystem::create_directory",
+             "std::experimental::filesystem::create_directories", true)
+      .Cases("boost::filesystem::create_directory",
+             "boost::filesystem::create_directories", true)
+      .Default(false);
+}
+
+/// The path argument of a call or construction that opens a file for
+/// writing: a `std::ofstream` (constructed with a path, or `.open(path)`),
+/// `fopen(path, "w")` / `"a"` (not `"r"`, not `"+"`: the program reads
+/// what the file holds).
+const Expr *openedForWriting(const Expr *E) {
+  E = E ? E->IgnoreImplicit() : nullptr;
+  auto IsOfstream = [](const CXXRecordDecl *Class) {
+    return Class && qualifiedName(Class) == "std::basic_ofstream";
+  };
+  if (const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(E)) {
+    if (Construct->getNumArgs() >= 1 &&
+        IsOfstream(Construct->getConstructor()->getParent()) &&
+        !isa<CXXDefaultArgExpr>(Construct->getArg(0)))
+      return Construct->getArg(0);
+    return nullptr;
+  }
+  if (const auto *Member = dyn_cast_or_null<CXXMemberCallExpr>(E)) {
+    const CXXMethodDecl *Method = Member->getMethodDecl();
+    if (Method && Method->getIdentifier() && Method->getName() == "open" &&
+        IsOfstream(Method->getParent()) && Member->getNumArgs() >= 1)
+      return Member->getArg(0);
+    return nullptr;
+  }
+  if (const auto *Call = dyn_cast_or_null<CallExpr>(E)) {
+    llvm::StringRef Name = Call->getDirectCallee()
+                               ? Call->getDirectCallee()->getName()
+                               : llvm::StringRef();
+    if ((Name != "fopen" && Name != "fopen64") || Call->getNumArgs() != 2)
+      return nullptr;
+    const auto *Mode = dyn_cast<StringLiteral>(strip(Call->getArg(1)));
+    if (!Mode)
+      return nullptr;
+    llvm::StringRef Flags = Mode->getString();
+    if ((Flags.contains('w') || Flags.contains('a')) && !Flags.contains('+'))
+      return Call->getArg(0);
+  }
+  return nullptr;
+}
+
+/// `ddp::output_path(...)` already (migrated code).
+bool isOutputPathCall(const Expr *E) {
+  const auto *Call = dyn_cast_or_null<CallExpr>(strip(E));
+  return Call && calleeName(Call) == "ddp::output_path";
 }
 
 /// The main-process check: a call to ddp::is_main_process() or ddp::rank().
@@ -131,6 +211,36 @@ bool mentionsMainProcessCheck(const Stmt *S) {
     if (mentionsMainProcessCheck(Child))
       return true;
   return false;
+}
+
+constexpr llvm::StringLiteral MainProcessGuard = "if (ddp::is_main_process())";
+
+bool isIncrementOrAssignment(const Expr *E) {
+  if (const auto *Unary = dyn_cast<UnaryOperator>(E))
+    return Unary->isIncrementDecrementOp();
+  if (const auto *Binary = dyn_cast<BinaryOperator>(E))
+    return Binary->isAssignmentOp();
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E))
+    return Op->isAssignmentOp() || Op->getOperator() == OO_PlusPlus ||
+           Op->getOperator() == OO_MinusMinus;
+  return false;
+}
+
+/// The operand of `++x`, `x = ...`, `x += ...`: what the statement changes.
+const Expr *changedOperand(const Expr *E) {
+  if (const auto *Unary = dyn_cast<UnaryOperator>(E))
+    return Unary->isPrefix() ? Unary->getSubExpr() : nullptr;
+  if (const auto *Binary = dyn_cast<BinaryOperator>(E))
+    return Binary->getLHS();
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
+    // A postfix operator++ has a second, int argument.
+    if ((Op->getOperator() == OO_PlusPlus ||
+         Op->getOperator() == OO_MinusMinus) &&
+        Op->getNumArgs() != 1)
+      return nullptr;
+    return Op->getArg(0);
+  }
+  return nullptr;
 }
 
 class OutputMatchers : public MatcherModule, public MatchFinder::MatchCallback {
@@ -149,27 +259,54 @@ public:
                    hasParent(defaultStmt())))
             .bind("stmt"),
         this);
+    // Files opened for writing.
+    Finder.addMatcher(
+        cxxConstructExpr(hasDeclaration(cxxConstructorDecl(
+                             ofClass(hasName("::std::basic_ofstream")))))
+            .bind("open"),
+        this);
+    Finder.addMatcher(
+        cxxMemberCallExpr(
+            callee(cxxMethodDecl(hasName("open"),
+                                 ofClass(hasName("::std::basic_ofstream")))))
+            .bind("open"),
+        this);
+    Finder.addMatcher(
+        callExpr(callee(functionDecl(hasAnyName("::fopen", "::fopen64"))))
+            .bind("open"),
+        this);
   }
 
   void onStartOfTranslationUnit() override {
     Locator.reset();
     Seen.clear();
+    Candidates.clear();
+    HoistNames.clear();
+  }
+
+  void onEndOfTranslationUnit() override {
+    emitGuards();
+    Candidates.clear();
   }
 
   void run(const MatchFinder::MatchResult &Result) override {
+    Context = Result.Context;
+    if (const auto *Open = Result.Nodes.getNodeAs<Expr>("open")) {
+      recordOpenedFile(Open);
+      return;
+    }
     const auto *E = Result.Nodes.getNodeAs<Expr>("stmt");
     if (!E)
       return;
-    Context = Result.Context;
     bool Output = writesToStdout(E);
-    bool Save = !Output && writesCheckpoint(E);
-    if (!Output && !Save)
+    bool Checkpoint = !Output && writesCheckpoint(E);
+    bool OtherFile = !Output && !Checkpoint && writesOtherFile(E);
+    if (!Output && !Checkpoint && !OtherFile)
       return;
     if (!isWholeStatement(E) || isGuarded(E))
       return;
     const char *Rule = Output ? "R7" : "R8";
     const char *Check = Output ? "ddp-unguarded-output" : "ddp-unguarded-save";
-    bool Braced = wouldCaptureElse(E);
     // `std::cout << VALUE;` with a macro at the end is still our statement:
     // the guard goes before it and nothing inside the macro changes.
     const SourceManager &SM = Context->getSourceManager();
@@ -177,8 +314,7 @@ public:
     if (Begin.isFileID() && End.isMacroID())
       End = SM.getExpansionRange(End).getEnd();
     Finding F = Locator.make(*Context, SourceRange(Begin, End), Rule, Check,
-                             Braced ? FindingForm::GuardStatementBraced
-                                    : FindingForm::GuardStatement);
+                             FindingForm::GuardStatement);
     if (F.FilePath.empty())
       return;
     // The same statement again, through a template instantiation.
@@ -187,30 +323,520 @@ public:
     F.Message = Output ? "output to stdout is printed by every process of a "
                          "DDP program; guard it with "
                          "'if (ddp::is_main_process())'"
-                       : "every process of a DDP program writes this "
-                         "checkpoint to the same file; guard it with "
-                         "'if (ddp::is_main_process())'";
+                : Checkpoint ? "every process of a DDP program writes this "
+                               "checkpoint to the same file; guard it with "
+                               "'if (ddp::is_main_process())'"
+                             : "every process of a DDP program makes this "
+                               "file or folder; guard it with "
+                               "'if (ddp::is_main_process())'";
+    GuardCandidate Candidate;
+    Candidate.Begin = Begin;
     if (!F.InMacro) {
       // The statement ends with its `;`, which the guard must cover.
       SourceLocation Semi = Lexer::findLocationAfterToken(
           End, tok::semi, SM, Context->getLangOpts(),
           /*SkipTrailingWhitespaceAndNewLine=*/false);
       unsigned AfterSemi = 0;
-      if (Semi.isInvalid() || !Locator.offsetIn(*Context, F, Semi, AfterSemi)) {
+      if (Semi.isInvalid() || !Locator.offsetIn(*Context, F, Semi, AfterSemi))
         // `PRINT(x)` without a `;` of ours: the macro writes the statement.
         F.InMacro = true;
-      } else {
+      else
         F.Length = AfterSemi - F.Offset;
-        if (Braced) {
-          F.HasSecondRange = true;
-          F.SecondOffset = AfterSemi;
+    }
+    if (!F.InMacro) {
+      Candidate.Braced = wouldCaptureElse(E);
+      if (const auto *Block = dyn_cast_or_null<CompoundStmt>(parentStmt(E))) {
+        Candidate.Block = Block->getLBracLoc();
+        for (const Stmt *Child : Block->body()) {
+          if (Child == E)
+            break;
+          ++Candidate.Index;
         }
       }
+      if (!planHoists(E, F, Candidate)) {
+        F.ReportId = "output-does-work";
+        F.NotRewrittenReason =
+            "a value this statement prints does work every process must do "
+            "(a forward pass, a collective, a change of the program's "
+            "state), inside a macro; compute it into a variable before the "
+            "statement and guard the printing by hand";
+      }
+    }
+    Candidate.F = std::move(F);
+    Candidates.push_back(std::move(Candidate));
+  }
+
+private:
+  /// A value a guarded statement prints that every process must compute:
+  /// it is computed before the guard, and the statement prints the result.
+  struct Hoist {
+    unsigned Offset = 0, Length = 0; ///< The operand in the statement.
+    std::string Statement;           ///< `auto v = f(x);`, `++counter;`.
+    std::string Replacement;         ///< `v`, `counter`.
+  };
+
+  struct GuardCandidate {
+    Finding F; ///< Covers the statement and its `;`.
+    SourceLocation Begin;
+    /// The `{` of the block holding the statement (invalid when it is the
+    /// body of an if or loop), and the statement's position in it.
+    SourceLocation Block;
+    unsigned Index = 0;
+    bool Braced = false; ///< A guard before it would capture an `else`.
+    std::vector<Hoist> Hoists;
+  };
+
+  /// R8 for a file a stream or fopen opens for writing: its path becomes
+  /// `ddp::output_path(path)`, which is the null device on every process
+  /// but the main one. Every process still runs the same code (its checks of
+  /// the stream included); only the main process's bytes reach the file.
+  void recordOpenedFile(const Expr *Open) {
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Open))
+      if (Construct->getConstructor()->isCopyOrMoveConstructor())
+        return;
+    const Expr *Path = openedForWriting(Open);
+    if (!Path || isOutputPathCall(Path) || isGuarded(Open))
+      return;
+    Finding F = Locator.make(*Context, Path->getSourceRange(), "R8",
+                             "ddp-unguarded-save", FindingForm::OutputPath);
+    if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
+      return;
+    F.Message = "every process of a DDP program writes this file; open it "
+                "as 'ddp::output_path(...)' so that only the main process "
+                "writes it";
+    if (!F.InMacro) {
+      F.Edits.push_back({F.Offset, 0, "ddp::output_path("});
+      F.Edits.push_back({F.Offset + F.Length, 0, ")"});
     }
     Findings.push_back(std::move(F));
   }
 
-private:
+  //===--------------------------------------------------------------------===//
+  // Values that do work: computed on every process, printed on one.
+  //===--------------------------------------------------------------------===//
+
+  /// A call or change that must happen on every process: a forward pass
+  /// (SyncBatchNorm's collectives hang the job when one rank skips them),
+  /// ddp:: and c10d calls, the program's own functions (they may do any of
+  /// these), random numbers (they advance the generator), `++`, `=`.
+  bool doesWork(const Expr *E) {
+    if (isIncrementOrAssignment(E))
+      return true;
+    const auto *Call = dyn_cast<CallExpr>(E);
+    if (!Call)
+      return false;
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call)) {
+      // The printing itself.
+      if (Op->getOperator() == OO_LessLess && isStdoutStream(Op->getArg(0)))
+        return false;
+    }
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    std::string Name = calleeName(Call);
+    if (!Callee) {
+      // A member of a dependent object (`loss.template item<float>()` in a
+      // template's pattern): a forward pass or not.
+      const Expr *CalleeExpr = Call->getCallee()->IgnoreParenImpCasts();
+      if (const auto *Member =
+              dyn_cast<CXXDependentScopeMemberExpr>(CalleeExpr))
+        return Member->getMember().getAsString() == "forward";
+      if (const auto *Member = dyn_cast<UnresolvedMemberExpr>(CalleeExpr))
+        return Member->getName().getAsString() == "forward";
+      // Otherwise not resolved (a free function in a template's pattern, a
+      // function pointer, a dependent callable): only standard and LibTorch
+      // names are known not to do work.
+      llvm::StringRef Ref = Name;
+      return Ref.empty() ||
+             !(Ref.starts_with("std::") || Ref.starts_with("torch::"));
+    }
+    llvm::StringRef Ref = Name;
+    if (Ref.starts_with("ddp::") || Ref.starts_with("c10d::"))
+      return true;
+    if (Callee->getIdentifier()) {
+      llvm::StringRef Short = Callee->getName();
+      if (Short == "forward")
+        return true;
+      if (Ref.starts_with("torch::") &&
+          (Short.starts_with("rand") || Short == "normal" ||
+           Short == "bernoulli" || Short == "multinomial" ||
+           Short.contains("dropout")))
+        return true;
+      if (Ref == "rand" || Ref == "std::rand" || Ref == "random")
+        return true;
+    }
+    // `model(x)` on a TORCH_MODULE holder: its forward.
+    if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee))
+      if (Method->getOverloadedOperator() == OO_Call &&
+          qualifiedName(Method->getParent()) == "torch::nn::ModuleHolder")
+        return true;
+    if (!Locator.isInRoot(*Context, Callee->getLocation()))
+      return false;
+    // The program's own `operator<<` for its types prints; it does not
+    // compute what the other processes need.
+    if (Callee->getOverloadedOperator() == OO_LessLess &&
+        Callee->getNumParams() >= 1 &&
+        llvm::StringRef(Callee->getParamDecl(0)->getType().getAsString())
+            .contains("ostream"))
+      return false;
+    return true;
+  }
+
+  bool containsWork(const Stmt *S) {
+    if (!S || isa<LambdaExpr>(S))
+      return false;
+    if (const auto *E = dyn_cast<Expr>(S))
+      if (doesWork(E))
+        return true;
+    for (const Stmt *Child : S->children())
+      if (containsWork(Child))
+        return true;
+    return false;
+  }
+
+  /// The outermost sub-expressions of S that do work. What is evaluated
+  /// only on some paths (a `?:` branch, the right of `&&`) goes with its
+  /// condition, so that hoisting it changes nothing but where it runs.
+  void collectWork(const Stmt *S, std::vector<const Expr *> &Out) {
+    if (!S || isa<LambdaExpr>(S))
+      return;
+    if (const auto *E = dyn_cast<Expr>(S)) {
+      if (doesWork(E)) {
+        Out.push_back(E);
+        return;
+      }
+      const Expr *Inner = E->IgnoreParens();
+      bool Conditional = isa<AbstractConditionalOperator>(Inner);
+      if (const auto *Binary = dyn_cast<BinaryOperator>(Inner))
+        Conditional = Binary->isLogicalOp();
+      // `(c ? f() : 0)` goes with its parentheses.
+      if (Conditional && containsWork(Inner)) {
+        Out.push_back(E);
+        return;
+      }
+    }
+    for (const Stmt *Child : S->children())
+      collectWork(Child, Out);
+  }
+
+  std::string sourceText(SourceRange Range) {
+    const SourceManager &SM = Context->getSourceManager();
+    return Lexer::getSourceText(CharSourceRange::getTokenRange(Range), SM,
+                                Context->getLangOpts())
+        .str();
+  }
+
+  /// What a hoisted value is called: after the function that computes it
+  /// (`probe_loss(...)` -> `probe_loss_value`, `model->forward(x)` ->
+  /// `model_output`), or the variable it changes.
+  std::string valueName(const Expr *E) {
+    E = strip(E);
+    std::string Base;
+    bool Forward = false;
+    if (const auto *Unary = dyn_cast<UnaryOperator>(E))
+      return valueName(Unary->getSubExpr());
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(E)) {
+      Base = Ref->getDecl()->getNameAsString();
+    } else if (const auto *Member = dyn_cast<MemberExpr>(E)) {
+      Base = Member->getMemberDecl()->getNameAsString();
+    } else if (const auto *MemberCall = dyn_cast<CXXMemberCallExpr>(E)) {
+      const CXXMethodDecl *Method = MemberCall->getMethodDecl();
+      if (Method && Method->getIdentifier() && Method->getName() == "forward") {
+        Forward = true;
+        if (const Expr *Object = MemberCall->getImplicitObjectArgument()) {
+          const Expr *Inner = strip(Object);
+          if (const auto *Arrow = dyn_cast<CXXOperatorCallExpr>(Inner))
+            Inner = strip(Arrow->getArg(0));
+          if (const auto *Ref = dyn_cast<DeclRefExpr>(Inner))
+            Base = Ref->getDecl()->getNameAsString();
+          else if (const auto *Field = dyn_cast<MemberExpr>(Inner))
+            Base = Field->getMemberDecl()->getNameAsString();
+        }
+      } else if (Method && Method->getIdentifier()) {
+        Base = Method->getNameAsString();
+      }
+    } else if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
+      if (Op->getOperator() != OO_Call)
+        return valueName(Op->getArg(0));
+      // `model(x)` is a forward pass; `print()` a lambda or functor's value.
+      const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Op->getCalleeDecl());
+      Forward = !Method || !Method->getParent()->isLambda();
+      if (const auto *Ref = dyn_cast<DeclRefExpr>(strip(Op->getArg(0))))
+        Base = Ref->getDecl()->getNameAsString();
+    } else if (const auto *Call = dyn_cast<CallExpr>(E);
+               Call && isa<CXXDependentScopeMemberExpr>(
+                           Call->getCallee()->IgnoreParenImpCasts())) {
+      // `model->forward(x)` in a template's pattern.
+      const auto *Member = cast<CXXDependentScopeMemberExpr>(
+          Call->getCallee()->IgnoreParenImpCasts());
+      Base = Member->getMember().getAsString();
+      if (Base == "forward" && !Member->isImplicitAccess()) {
+        Forward = true;
+        Base.clear();
+        if (const auto *Ref = dyn_cast<DeclRefExpr>(strip(Member->getBase())))
+          Base = Ref->getDecl()->getNameAsString();
+      }
+    } else if (isa<AbstractConditionalOperator>(E) ||
+               (isa<BinaryOperator>(E) &&
+                cast<BinaryOperator>(E)->isLogicalOp())) {
+      // Named after the work it guards.
+      std::vector<const Expr *> Work;
+      for (const Stmt *Child : E->children())
+        collectWork(Child, Work);
+      return Work.empty() ? "value" : valueName(Work.front());
+    } else if (const auto *Call = dyn_cast<CallExpr>(E)) {
+      std::string Name = calleeName(Call);
+      Base = llvm::StringRef(Name).rsplit("::").second.empty()
+                 ? Name
+                 : llvm::StringRef(Name).rsplit("::").second.str();
+    } else if (const auto *Binary = dyn_cast<BinaryOperator>(E)) {
+      return valueName(Binary->getLHS());
+    }
+    while (!Base.empty() && Base.back() == '_')
+      Base.pop_back();
+    bool Identifier = !Base.empty() && !isdigit(Base[0]);
+    for (char C : Base)
+      Identifier = Identifier && (isalnum(C) || C == '_');
+    if (!Identifier)
+      return Forward ? "output" : "value";
+    return Base + (Forward ? "_output" : "_value");
+  }
+
+  /// A name no declaration or use in the enclosing function has yet.
+  std::string freshName(const Stmt *S, const std::string &Wanted) {
+    const Decl *Function = enclosingFunction(S);
+    std::string Body = Function ? sourceText(Function->getSourceRange()) : "";
+    std::set<std::string> &Taken = HoistNames[Function];
+    for (unsigned Suffix = 1;; ++Suffix) {
+      std::string Name = Suffix == 1 ? Wanted : Wanted + std::to_string(Suffix);
+      if (!Taken.count(Name) && !mentionsIdentifier(Body, Name)) {
+        Taken.insert(Name);
+        return Name;
+      }
+    }
+  }
+
+  static bool mentionsIdentifier(llvm::StringRef Text, llvm::StringRef Name) {
+    auto IsIdentChar = [](char C) { return isalnum(C) || C == '_'; };
+    for (size_t At = Text.find(Name); At != llvm::StringRef::npos;
+         At = Text.find(Name, At + 1)) {
+      bool Before = At > 0 && IsIdentChar(Text[At - 1]);
+      size_t After = At + Name.size();
+      if (!Before && !(After < Text.size() && IsIdentChar(Text[After])))
+        return true;
+    }
+    return false;
+  }
+
+  const Decl *enclosingFunction(const Stmt *S) {
+    DynTypedNode Node = DynTypedNode::create(*S);
+    while (true) {
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty())
+        return nullptr;
+      Node = Parents[0];
+      if (const auto *Function = Node.get<FunctionDecl>())
+        return Function;
+    }
+  }
+
+  /// One line of text for a value moved in front of its statement.
+  static std::string oneLine(llvm::StringRef Text) {
+    if (Text.contains("//"))
+      return Text.str();
+    std::string Result;
+    bool InSpace = false;
+    for (char C : Text) {
+      if (C == '\n' || C == '\r' || ((C == ' ' || C == '\t') && InSpace)) {
+        if (!InSpace && !Result.empty() && Result.back() != ' ')
+          Result += ' ';
+        InSpace = true;
+        continue;
+      }
+      InSpace = C == ' ' || C == '\t';
+      Result += C;
+    }
+    return Result;
+  }
+
+  /// The values of statement E that every process must compute. False when
+  /// one lies in a macro (it cannot be moved).
+  bool planHoists(const Expr *E, const Finding &F, GuardCandidate &Candidate) {
+    std::vector<const Expr *> Work;
+    collectWork(E, Work);
+    for (const Expr *Value : Work) {
+      Finding Operand = Locator.make(*Context, Value->getSourceRange(), "", "",
+                                     FindingForm::GuardStatement);
+      if (Operand.InMacro || Operand.FilePath != F.FilePath)
+        return false;
+      Hoist H;
+      H.Offset = Operand.Offset;
+      H.Length = Operand.Length;
+      std::string Text = oneLine(sourceText(Value->getSourceRange()));
+      const Expr *Changed = changedOperand(strip(Value));
+      if (isIncrementOrAssignment(strip(Value)) && Changed &&
+          !containsWork(Changed)) {
+        H.Statement = Text + ";";
+        H.Replacement = oneLine(sourceText(Changed->getSourceRange()));
+      } else {
+        H.Replacement = freshName(E, valueName(Value));
+        H.Statement = (Value->isPRValue() ? "auto " : "const auto &") +
+                      H.Replacement + " = " + Text + ";";
+      }
+      Candidate.Hoists.push_back(std::move(H));
+    }
+    return true;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // The guards, once every statement of the translation unit is known.
+  //===--------------------------------------------------------------------===//
+
+  /// The layout of a candidate's lines in its file.
+  struct Lines {
+    llvm::StringRef Code;
+    unsigned Begin = 0, End = 0; ///< The statement, `;` included.
+    std::string Indent;
+    bool OwnLines = false; ///< Nothing but blanks or a comment around it.
+  };
+
+  Lines linesOf(const GuardCandidate &C) {
+    Lines L;
+    const SourceManager &SM = Context->getSourceManager();
+    bool Invalid = false;
+    L.Code =
+        SM.getBufferData(SM.getFileID(SM.getExpansionLoc(C.Begin)), &Invalid);
+    if (Invalid)
+      return L;
+    L.Begin = C.F.Offset;
+    L.End = C.F.Offset + C.F.Length;
+    if (L.End > L.Code.size())
+      return L;
+    bool StartsLine = false;
+    L.Indent = indentationOf(SM, SM.getExpansionLoc(C.Begin), StartsLine);
+    llvm::StringRef Rest = L.Code.substr(L.End);
+    Rest = Rest.take_until([](char Ch) { return Ch == '\n'; }).trim();
+    L.OwnLines = StartsLine && (Rest.empty() || Rest.starts_with("//"));
+    return L;
+  }
+
+  static unsigned lineEnd(llvm::StringRef Code, unsigned Offset) {
+    size_t At = Code.find('\n', Offset);
+    return At == llvm::StringRef::npos ? Code.size() : At;
+  }
+
+  /// Re-indenting these lines would change a string literal.
+  static bool splicesLines(llvm::StringRef Text) {
+    return Text.contains("R\"") || Text.contains("\\\n") ||
+           Text.contains("\\\r\n");
+  }
+
+  bool inOneBlock(const GuardCandidate &A, const GuardCandidate &B) {
+    return A.Block.isValid() && A.Block == B.Block &&
+           A.F.FilePath == B.F.FilePath && B.Index == A.Index + 1;
+  }
+
+  void emitGuards() {
+    std::stable_sort(Candidates.begin(), Candidates.end(),
+                     [](const GuardCandidate &A, const GuardCandidate &B) {
+                       return A.F < B.F;
+                     });
+    for (size_t I = 0; I < Candidates.size();) {
+      GuardCandidate &First = Candidates[I];
+      if (First.F.InMacro || !First.F.NotRewrittenReason.empty()) {
+        Findings.push_back(std::move(First.F));
+        ++I;
+        continue;
+      }
+      Lines FirstLines = linesOf(First);
+      bool Blockable = First.Block.isValid() && FirstLines.OwnLines;
+      // Consecutive statements of one block share one guarded block. A
+      // statement with values to compute first starts a block of its own,
+      // so that they are computed where the original computed them.
+      size_t Next = I + 1;
+      unsigned GroupEnd = FirstLines.End;
+      if (Blockable)
+        while (Next < Candidates.size() &&
+               inOneBlock(Candidates[Next - 1], Candidates[Next]) &&
+               !Candidates[Next].F.InMacro &&
+               Candidates[Next].F.NotRewrittenReason.empty() &&
+               Candidates[Next].Hoists.empty()) {
+          Lines NextLines = linesOf(Candidates[Next]);
+          if (!NextLines.OwnLines)
+            break;
+          GroupEnd = NextLines.End;
+          ++Next;
+        }
+      llvm::StringRef GroupText =
+          FirstLines.Code.slice(FirstLines.Begin, GroupEnd);
+      bool MultiLine = GroupText.contains('\n');
+      if (Blockable && MultiLine && !splicesLines(GroupText))
+        guardAsBlock(First, FirstLines, GroupEnd);
+      else {
+        Next = I + 1;
+        guardInline(First, FirstLines);
+      }
+      for (size_t K = I; K < Next; ++K)
+        Findings.push_back(std::move(Candidates[K].F));
+      I = Next;
+    }
+  }
+
+  static void addHoistReplacements(GuardCandidate &C) {
+    for (const Hoist &H : C.Hoists)
+      C.F.Edits.push_back({H.Offset, H.Length, H.Replacement});
+  }
+
+  /// `if (ddp::is_main_process()) {`, the statements indented one step
+  /// more, `}`. The first statement's finding carries the edits of the
+  /// whole block, so that they are applied (or left) together.
+  void guardAsBlock(GuardCandidate &First, const Lines &L, unsigned GroupEnd) {
+    std::string Step = llvm::StringRef(L.Indent).contains('\t') ? "\t" : "  ";
+    std::string Open;
+    for (const Hoist &H : First.Hoists)
+      Open += H.Statement + "\n" + L.Indent;
+    Open += std::string(MainProcessGuard) + " {\n" + L.Indent + Step;
+    First.F.Edits.push_back({L.Begin, 0, Open});
+    addHoistReplacements(First);
+    unsigned Last = lineEnd(L.Code, GroupEnd);
+    for (unsigned At = lineEnd(L.Code, L.Begin); At < Last;
+         At = lineEnd(L.Code, At + 1)) {
+      unsigned LineStart = At + 1;
+      llvm::StringRef Line =
+          L.Code.slice(LineStart, lineEnd(L.Code, LineStart));
+      if (Line.trim().empty())
+        continue;
+      bool InHoist = false;
+      for (const Hoist &H : First.Hoists)
+        InHoist = InHoist ||
+                  (H.Offset < LineStart && LineStart < H.Offset + H.Length);
+      if (!InHoist)
+        First.F.Edits.push_back({LineStart, 0, Step});
+    }
+    First.F.Edits.push_back({Last, 0, "\n" + L.Indent + "}"});
+  }
+
+  /// `if (ddp::is_main_process()) ` in front of one statement (in braces
+  /// where it would capture an `else`, or where values are computed first
+  /// in the body of an if or loop).
+  void guardInline(GuardCandidate &C, const Lines &L) {
+    std::string Before, After;
+    if (!C.Hoists.empty()) {
+      bool OwnLines = C.Block.isValid() && L.OwnLines;
+      if (!OwnLines)
+        Before = "{ ";
+      for (const Hoist &H : C.Hoists)
+        Before += H.Statement + (OwnLines ? "\n" + L.Indent : " ");
+      if (!OwnLines)
+        After = " }";
+    } else if (C.Braced) {
+      Before = "{ ";
+      After = " }";
+    }
+    C.F.Edits.push_back({L.Begin, 0, Before + MainProcessGuard.str() + " "});
+    addHoistReplacements(C);
+    if (!After.empty())
+      C.F.Edits.push_back({L.End, 0, After});
+  }
+
   const Stmt *parentStmt(const Stmt *S) {
     DynTypedNodeList Parents = Context->getParents(*S);
     return Parents.empty() ? nullptr : Parents[0].get<Stmt>();
@@ -285,6 +911,9 @@ private:
   FindingLocator Locator;
   ASTContext *Context = nullptr;
   std::set<std::pair<std::string, unsigned>> Seen;
+  std::vector<GuardCandidate> Candidates;
+  /// Names given to hoisted values, per enclosing function.
+  std::map<const Decl *, std::set<std::string>> HoistNames;
 };
 
 } // namespace

@@ -9,6 +9,12 @@ namespace ddpify {
 std::vector<clang::tooling::Replacement> editsFor(const Finding &F) {
   if (F.InMacro || F.FilePath.empty() || !F.NotRewrittenReason.empty())
     return {};
+  if (!F.Edits.empty()) {
+    std::vector<clang::tooling::Replacement> Edits;
+    for (const FindingEdit &Edit : F.Edits)
+      Edits.emplace_back(F.FilePath, Edit.Offset, Edit.Length, Edit.Text);
+    return Edits;
+  }
   if (F.RuleId == "R2" || F.RuleId == "R3") {
     if (std::optional<clang::tooling::Replacement> Edit =
             rewriteDeviceFinding(F))
@@ -17,8 +23,6 @@ std::vector<clang::tooling::Replacement> editsFor(const Finding &F) {
   }
   if (F.RuleId == "R1")
     return rewriteEntryFinding(F);
-  if (F.RuleId == "R7" || F.RuleId == "R8")
-    return rewriteGuardFinding(F);
   if (F.RuleId == "R5" || F.RuleId == "R6")
     return rewriteModelFinding(F);
   if (F.RuleId == "R4")

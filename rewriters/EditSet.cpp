@@ -52,19 +52,50 @@ llvm::Expected<std::string> readFile(llvm::StringRef Path) {
   return (*Buffer)->getBuffer().str();
 }
 
-llvm::Error EditSet::add(const clang::tooling::Replacement &Edit) {
-  clang::tooling::Replacements &Edits = PerFile[Edit.getFilePath().str()];
+llvm::Error EditSet::add(const clang::tooling::Replacement &Edit,
+                         llvm::StringRef Rule) {
+  std::string File = Edit.getFilePath().str();
+  clang::tooling::Replacements &Edits = PerFile[File];
   for (const clang::tooling::Replacement &Existing : Edits)
     if (Existing == Edit)
       return llvm::Error::success();
+  bool Insertion = Edit.getLength() == 0;
   if (llvm::Error Err = Edits.add(Edit)) {
     llvm::consumeError(std::move(Err));
+    auto Other = InsertionRules.find({File, Edit.getOffset()});
+    if (Insertion && !Rule.empty() && Other != InsertionRules.end() &&
+        !Other->second.empty() && Other->second != Rule) {
+      // Two rules insert before the same spot: both texts, in order.
+      clang::tooling::Replacements Joined;
+      std::string Text;
+      for (const clang::tooling::Replacement &Existing : Edits) {
+        if (Existing.getOffset() == Edit.getOffset() &&
+            Existing.getLength() == 0) {
+          Text = Existing.getReplacementText().str();
+          continue;
+        }
+        llvm::cantFail(Joined.add(Existing));
+      }
+      // A whole line (a report comment) goes before text that continues
+      // the line (a guard, an indentation).
+      llvm::StringRef Added = Edit.getReplacementText();
+      if (Added.ends_with("\n") && !llvm::StringRef(Text).ends_with("\n"))
+        Text = Added.str() + Text;
+      else
+        Text += Added.str();
+      llvm::cantFail(Joined.add(
+          clang::tooling::Replacement(File, Edit.getOffset(), 0, Text)));
+      Edits = std::move(Joined);
+      return llvm::Error::success();
+    }
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "conflicting edits in '%s' at offset %u (the file is seen "
         "differently by two translation units?)",
         Edit.getFilePath().str().c_str(), Edit.getOffset());
   }
+  if (Insertion)
+    InsertionRules[{File, Edit.getOffset()}] = Rule.str();
   return llvm::Error::success();
 }
 

@@ -118,7 +118,13 @@ std::string fullMessage(const Finding &F) {
 struct Reported {
   const Finding *F;
   bool IsError;
+  /// The fix-it as one replacement (what the text, JSON and SARIF output
+  /// show)...
   std::optional<clang::tooling::Replacement> Edit;
+  /// ...and as the edits it is made of (what --fix and --export-fixes
+  /// apply: a guarded block's edits leave the lines between them to other
+  /// fix-its).
+  std::vector<clang::tooling::Replacement> Parts;
 };
 
 class SourceCache {
@@ -472,14 +478,16 @@ bool needsRuntimeInclude(const Reported &R) {
 llvm::Error collectEdits(const std::vector<Reported> &Diags, EditSet &Edits) {
   for (const Reported &R : Diags)
     if (R.Edit && needsRuntimeInclude(R))
-      if (llvm::Error Err = Edits.add(*R.Edit))
-        return Err;
+      for (const clang::tooling::Replacement &Part : R.Parts)
+        if (llvm::Error Err = Edits.add(Part, R.F->RuleId))
+          return Err;
   if (llvm::Error Err = Edits.addRuntimeIncludes())
     return Err;
   for (const Reported &R : Diags)
     if (R.Edit && !needsRuntimeInclude(R))
-      if (llvm::Error Err = Edits.add(*R.Edit))
-        return Err;
+      for (const clang::tooling::Replacement &Part : R.Parts)
+        if (llvm::Error Err = Edits.add(Part, R.F->CheckName))
+          return Err;
   return llvm::Error::success();
 }
 
@@ -505,16 +513,18 @@ int exportFixes(const ToolOptions &Options, const LintOptions &LintOpts,
     if (R.Edit) {
       std::string File = R.Edit->getFilePath().str();
       tooling::Replacements &Fix = Message.Fix[File];
-      if (llvm::Error Err = Fix.add(*R.Edit))
-        return llvm::errs()
-                   << "ddpify: error: " << toString(std::move(Err)) << "\n",
-               ExitError;
+      for (const tooling::Replacement &Part : R.Parts)
+        if (llvm::Error Err = Fix.add(Part))
+          return llvm::errs()
+                     << "ddpify: error: " << toString(std::move(Err)) << "\n",
+                 ExitError;
       auto PerFile = Edits.files().find(File);
       if (PerFile != Edits.files().end() && FilesWithExtras.insert(File).second)
         for (const tooling::Replacement &Edit : PerFile->second) {
           bool OwnFix = false;
           for (const Reported &Other : Diags)
-            OwnFix |= Other.Edit && sameEdit(*Other.Edit, Edit);
+            for (const tooling::Replacement &Part : Other.Parts)
+              OwnFix |= sameEdit(Part, Edit);
           if (OwnFix)
             continue;
           if (llvm::Error Err = Fix.add(Edit))
@@ -624,7 +634,7 @@ int runLint(const ToolOptions &Options, const LintOptions &LintOpts,
       continue;
     }
     Reported R{&F, matchesGlobList(LintOpts.WarningsAsErrors, F.CheckName),
-               editFor(F)};
+               editFor(F), editsFor(F)};
     Errors += R.IsError;
     Diags.push_back(std::move(R));
   }

@@ -797,7 +797,7 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
   Result.Edits.setFormatStyle(Options.FormatStyle);
   for (const Finding &F : Findings)
     for (const Replacement &Edit : editsFor(F))
-      if (llvm::Error Err = Result.Edits.add(Edit)) {
+      if (llvm::Error Err = Result.Edits.add(Edit, F.RuleId)) {
         llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err))
                      << "\n";
         return ExitError;

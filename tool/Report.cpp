@@ -183,7 +183,7 @@ int addBuildAndReportEdits(const ToolOptions &Options, PipelineResult &Result) {
   // still listed.
   for (const clang::tooling::Replacement &Comment :
        reportComments(Result.Findings))
-    if (llvm::Error Err = Result.Edits.add(Comment))
+    if (llvm::Error Err = Result.Edits.add(Comment, "report"))
       llvm::consumeError(std::move(Err));
   return ExitOk;
 }

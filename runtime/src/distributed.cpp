@@ -474,6 +474,14 @@ int local_rank() {
 int local_world_size() { return state().env.local_world_size; }
 bool is_main_process() { return rank() == 0; }
 
+const char* null_device_path() {
+#ifdef _WIN32
+  return "NUL";
+#else
+  return "/dev/null";
+#endif
+}
+
 torch::Device device() {
   if (torch::cuda::is_available()) {
     return torch::Device(torch::kCUDA,

@@ -12,7 +12,10 @@
 #include <netinet/in.h>
 
 #include <array>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <vector>
 
 namespace {
@@ -221,6 +224,50 @@ TEST(CollectivesNetwork, MasterOnANonLoopbackAddress) {
         EXPECT_EQ(ddp::all_reduce(int64_t(ddp::rank() + 1)), 3);
       },
       options);
+}
+
+// Every rank opens the same file through ddp::output_path and writes its own
+// line: the main process's line is the file, the others go to the null
+// device, and every rank's stream is open (its checks behave alike).
+TEST_P(Collectives, OutputPathWritesOnlyOnTheMainProcess) {
+  const int world = GetParam();
+  ddp_test::run_ranks(world, [world] {
+    const std::string dir = ::testing::TempDir() + "ddp_output_path_" +
+                            std::to_string(world) + "_" +
+                            std::getenv("MASTER_PORT");
+    if (ddp::is_main_process()) {
+      std::filesystem::remove_all(dir);
+      std::filesystem::create_directories(dir);
+    }
+    ddp::barrier();
+    const std::string text = dir + "/text.log";
+    const std::filesystem::path fs_path = std::filesystem::path(dir) / "p.log";
+    {
+      std::ofstream by_string(ddp::output_path(text));
+      std::ofstream by_path(ddp::output_path(fs_path), std::ios::app);
+      FILE* by_c = std::fopen(ddp::output_path((dir + "/c.log").c_str()), "w");
+      ASSERT_TRUE(by_string.is_open());
+      ASSERT_TRUE(by_path.is_open());
+      ASSERT_NE(by_c, nullptr);
+      by_string << "rank " << ddp::rank() << "\n";
+      by_path << "rank " << ddp::rank() << "\n";
+      std::fprintf(by_c, "rank %d\n", ddp::rank());
+      std::fclose(by_c);
+    }
+    EXPECT_EQ(ddp::output_path(text),
+              ddp::is_main_process() ? text : std::string("/dev/null"));
+    ddp::barrier();
+    if (ddp::is_main_process()) {
+      for (const char* name : {"/text.log", "/p.log", "/c.log"}) {
+        std::ifstream in(dir + name);
+        std::stringstream content;
+        content << in.rdbuf();
+        EXPECT_EQ(content.str(), "rank 0\n") << name;
+      }
+      std::filesystem::remove_all(dir);
+    }
+    (void)world;
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(2, 3),

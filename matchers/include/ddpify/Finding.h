@@ -32,13 +32,14 @@ enum class FindingForm {
   /// SecondOffset/SecondLength cover main's empty parameter list (or its
   /// `void`), which becomes `int argc, char** argv`.
   EntryInit,
-  /// R7/R8: a statement run on every rank; `if (ddp::is_main_process()) ` is
-  /// inserted before it (the range covers the statement, kept as written).
+  /// R7/R8: a statement run on every rank, to run on the main process only;
+  /// the rule computed its edits itself (Finding::Edits): the guard, the
+  /// block it opens for a group of statements, the values computed on every
+  /// rank before it.
   GuardStatement,
-  /// R7/R8: the same, for a statement whose guard would capture a following
-  /// `else`: `{ if (ddp::is_main_process()) ` before it and ` }` at
-  /// SecondOffset, right after its `;`.
-  GuardStatementBraced,
+  /// R8: the path of a file opened for writing; the rule's edits wrap it in
+  /// `ddp::output_path(...)` (Finding::Edits).
+  OutputPath,
   /// R5: the written name of a BatchNorm{1,2,3}d type (qualifier included);
   /// replaced by NewName.
   BatchNormType,
@@ -77,6 +78,14 @@ struct FindingNote {
   unsigned Line = 0;
   unsigned Column = 0;
   std::string Message;
+};
+
+/// A text edit a rule computed itself, as clang's Transformer rules do: the
+/// rewriter applies it as it is.
+struct FindingEdit {
+  unsigned Offset = 0;
+  unsigned Length = 0;
+  std::string Text;
 };
 
 /// How bad a report item is. An error is a spot that leaves the migrated
@@ -121,6 +130,9 @@ struct Finding {
   /// What a rule's rewriter needs to spell its edit (R6: the model
   /// expression and the wrapper's name; R11: the accumulators; ...).
   std::vector<std::string> Names;
+  /// The edits of a rule that spells them itself (in FilePath); when set, the
+  /// rewriters apply these and nothing else.
+  std::vector<FindingEdit> Edits;
   /// Notes lint prints after the warning.
   std::vector<FindingNote> Notes;
   /// Set when the range comes from a macro expansion: such code is reported,

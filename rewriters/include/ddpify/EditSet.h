@@ -12,10 +12,15 @@ namespace ddpify {
 
 /// All edits of a run, per file. A header included by several translation
 /// units yields the same edit several times: it is kept once. Two different
-/// edits of the same bytes are an error.
+/// edits of the same bytes are an error, except insertions at one offset by
+/// two different rules (a report comment and a guard before one statement):
+/// they are joined, whole lines first, then in the order they were added.
 class EditSet {
 public:
-  llvm::Error add(const clang::tooling::Replacement &Edit);
+  /// Rule names where the edit comes from (e.g. "R7"); empty for edits that
+  /// must never share their offset.
+  llvm::Error add(const clang::tooling::Replacement &Edit,
+                  llvm::StringRef Rule = "");
 
   /// R9: adds `#include <ddp/ddp.h>` to every file that has edits (and does
   /// not include it yet). Reads each file from disk.
@@ -40,6 +45,8 @@ public:
 
 private:
   std::map<std::string, clang::tooling::Replacements> PerFile;
+  /// The rule of each insertion, by file and offset.
+  std::map<std::pair<std::string, unsigned>, std::string> InsertionRules;
   unsigned IncludesAdded = 0;
   std::string FormatStyle = "none";
 };

@@ -2,7 +2,9 @@
 //
 // A rewriter turns one Finding into its clang::tooling::Replacements; it never
 // looks at the AST. Each concern has its own file (DeviceRewriter.cpp, ...);
-// editsFor() asks them in turn.
+// editsFor() asks them in turn. A rule that spells its edits itself, as
+// clang's Transformer rules do, carries them in Finding::Edits (R7/R8):
+// editsFor() applies those as they are.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,14 +25,8 @@ inline constexpr const char *ProcessDevice = "ddp::device()";
 std::optional<clang::tooling::Replacement>
 rewriteDeviceFinding(const Finding &F);
 
-/// `if (ddp::is_main_process())`: what R7/R8 put before a statement.
-inline constexpr const char *MainProcessGuard = "if (ddp::is_main_process())";
-
 /// R1 edits: the ddp::init call (and main's parameters when it has none).
 std::vector<clang::tooling::Replacement> rewriteEntryFinding(const Finding &F);
-
-/// R7/R8 edits: the main-process guard around a statement.
-std::vector<clang::tooling::Replacement> rewriteGuardFinding(const Finding &F);
 
 /// R5 edits: a BatchNorm type name becomes its SyncBatchNorm.
 std::vector<clang::tooling::Replacement> rewriteModelFinding(const Finding &F);

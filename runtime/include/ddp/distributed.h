@@ -60,6 +60,24 @@ int local_rank();
 int local_world_size();
 bool is_main_process(); // rank() == 0
 
+/// The null device ("/dev/null"; "NUL" on Windows).
+const char* null_device_path();
+
+/// `path` on the main process, the null device on every other one. ddpify
+/// opens the files a program writes through it (`std::ofstream
+/// log(ddp::output_path("log.csv"))`, `fopen(ddp::output_path(p), "w")`):
+/// every process runs the same code, checks of the stream included, and
+/// the file is written once.
+inline const char* output_path(const char* path) {
+  return is_main_process() ? path : null_device_path();
+}
+/// The same for a `std::string`, a `std::filesystem::path`, or any path type
+/// that can be made from a `const char*`.
+template <typename Path>
+Path output_path(const Path& path) {
+  return is_main_process() ? path : Path(null_device_path());
+}
+
 /// cuda:local_rank() when CUDA is available, else the CPU. Usable before
 /// init() (then it reads LOCAL_RANK and friends itself).
 torch::Device device();
