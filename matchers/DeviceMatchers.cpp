@@ -5,7 +5,8 @@
 // wherever it turns into a torch::Device or a TensorOptions. R3 finds
 // `.cuda()` and `.to(<CUDA device>)` on tensors and modules, and names the
 // torch::Device variable visible at that point so the rewriter can say
-// `.to(device)`.
+// `.to(device)`; where a function has none and several such edits, they
+// share one `torch::Device device = ddp::device();`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,9 @@
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include <algorithm>
+#include <cstring>
+#include <map>
 
 using namespace clang;
 using namespace clang::ast_matchers;
@@ -190,6 +194,7 @@ public:
     CudaCapableDecls.clear();
     PendingConversions.clear();
     TUFindings.clear();
+    DeviceSites.clear();
     Locator.reset();
   }
 
@@ -224,6 +229,7 @@ public:
       if (CudaCapableDecls.count(Decl))
         TUFindings.push_back(Pending);
     dropNestedFindings();
+    shareProcessDevice();
     Findings.insert(Findings.end(), TUFindings.begin(), TUFindings.end());
   }
 
@@ -322,6 +328,7 @@ private:
       Finding F = makeFinding(Range, "R3", "ddp-cuda-call",
                               FindingForm::CudaMemberCall);
       F.DeviceExpr = deviceVariableInScope(Call);
+      noteDeviceSite(F, Call);
       F.Message = "'.cuda()' moves the tensor to the current CUDA device, "
                   "not this process's device; use '.to(" +
                   deviceOrProcessDevice(F) + ")'";
@@ -334,6 +341,7 @@ private:
     Finding F = makeFinding(strip(Call->getArg(0))->getSourceRange(), "R3",
                             "ddp-cuda-call", FindingForm::CudaToArgument);
     F.DeviceExpr = deviceVariableInScope(Call);
+    noteDeviceSite(F, Call);
     F.Message = "'.to(" + sourceText(strip(Call->getArg(0))->getSourceRange()) +
                 ")' puts the " + (OnModule ? "module" : "tensor") +
                 " on a fixed CUDA device, not this process's device; use "
@@ -495,9 +503,125 @@ private:
     TUFindings = std::move(Kept);
   }
 
+  // --- One device variable for a function's R3 edits -------------------
+
+  /// Where a function's `torch::Device device = ddp::device();` would go for
+  /// an R3 edit with no device in scope: before the statement of the
+  /// function's body that holds it.
+  struct DeviceSite {
+    unsigned BodyOffset = 0;      ///< The body's `{`: one site per function.
+    unsigned StatementOffset = 0; ///< The body's statement holding the edit.
+    std::string Indent;
+    std::string FunctionText; ///< For names the function already uses.
+  };
+
+  void noteDeviceSite(const Finding &F, const Stmt *Call) {
+    if (F.FilePath.empty() || F.InMacro || !F.DeviceExpr.empty())
+      return;
+    DynTypedNode Node = DynTypedNode::create(*Call);
+    const Stmt *Last = Call, *BeforeLast = nullptr;
+    while (true) {
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty())
+        return;
+      Node = Parents[0];
+      // A lambda sees a local only through its captures.
+      if (Node.get<LambdaExpr>())
+        return;
+      if (const auto *S = Node.get<Stmt>()) {
+        BeforeLast = Last;
+        Last = S;
+        continue;
+      }
+      const auto *Function = Node.get<FunctionDecl>();
+      if (!Function)
+        continue;
+      const auto *Body = dyn_cast_or_null<CompoundStmt>(Function->getBody());
+      if (!Body || Last != Body || !BeforeLast)
+        return;
+      const SourceManager &SM = Context->getSourceManager();
+      DeviceSite Site;
+      bool StartsLine = false;
+      Site.Indent = indentationOf(SM, BeforeLast->getBeginLoc(), StartsLine);
+      if (!StartsLine ||
+          !Locator.offsetIn(*Context, F, Body->getLBracLoc(),
+                            Site.BodyOffset) ||
+          !Locator.offsetIn(*Context, F, BeforeLast->getBeginLoc(),
+                            Site.StatementOffset))
+        return;
+      Site.FunctionText = sourceText(Function->getSourceRange());
+      DeviceSites[{F.FilePath, F.Offset}] = std::move(Site);
+      return;
+    }
+  }
+
+  static bool mentionsIdentifier(llvm::StringRef Text, llvm::StringRef Name) {
+    auto IsIdentChar = [](char C) { return isalnum(C) || C == '_'; };
+    for (size_t At = Text.find(Name); At != llvm::StringRef::npos;
+         At = Text.find(Name, At + 1)) {
+      size_t After = At + Name.size();
+      if (!(At > 0 && IsIdentChar(Text[At - 1])) &&
+          !(After < Text.size() && IsIdentChar(Text[After])))
+        return true;
+    }
+    return false;
+  }
+
+  /// Several R3 edits of one function with no device in scope share one
+  /// `torch::Device device = ddp::device();`, declared before the first;
+  /// a single one says `ddp::device()` itself.
+  void shareProcessDevice() {
+    std::map<std::pair<std::string, unsigned>, std::vector<Finding *>> Groups;
+    for (Finding &F : TUFindings) {
+      if (F.RuleId != "R3" || !F.DeviceExpr.empty() || F.InMacro)
+        continue;
+      auto Site = DeviceSites.find({F.FilePath, F.Offset});
+      if (Site != DeviceSites.end())
+        Groups[{F.FilePath, Site->second.BodyOffset}].push_back(&F);
+    }
+    for (auto &[Function, Group] : Groups) {
+      if (Group.size() < 2)
+        continue;
+      std::sort(Group.begin(), Group.end(),
+                [](const Finding *A, const Finding *B) {
+                  return A->Offset < B->Offset;
+                });
+      Finding &First = *Group.front();
+      const DeviceSite &Site = DeviceSites[{First.FilePath, First.Offset}];
+      std::string Name;
+      for (const char *Candidate : {"device", "process_device"})
+        if (!mentionsIdentifier(Site.FunctionText, Candidate)) {
+          Name = Candidate;
+          break;
+        }
+      if (Name.empty())
+        continue;
+      for (Finding *F : Group) {
+        F->DeviceExpr = Name;
+        size_t At = F->Message.find("ddp::device()");
+        if (At != std::string::npos)
+          F->Message.replace(At, strlen("ddp::device()"), Name);
+      }
+      First.Message += " (declared once before the function's first use: "
+                       "'torch::Device " +
+                       Name + " = ddp::device();')";
+      // At the end of the line above: a report comment about the statement
+      // goes between the two and stays right above the statement.
+      First.Edits.push_back(
+          {Site.StatementOffset - static_cast<unsigned>(Site.Indent.size()) - 1,
+           0,
+           "\n" + Site.Indent + "torch::Device " + Name + " = ddp::device();"});
+      First.Edits.push_back({First.Offset, First.Length,
+                             First.Form == FindingForm::CudaMemberCall
+                                 ? "to(" + Name + ")"
+                                 : Name});
+    }
+  }
+
   FindingList &Findings;
   FindingLocator Locator;
   ASTContext *Context = nullptr;
+  std::map<std::pair<std::string, unsigned>, DeviceSite> DeviceSites;
   llvm::SmallPtrSet<const ValueDecl *, 8> CudaCapableDecls;
   std::vector<std::pair<const ValueDecl *, Finding>> PendingConversions;
   FindingList TUFindings;

@@ -1,8 +1,10 @@
 //===- Registry.cpp - The table of rules and lint checks ------------------===//
 
 #include "ddpify/Registry.h"
+#include "ddpify/BatchShapeMatchers.h"
 #include "ddpify/DataMatchers.h"
 #include "ddpify/DeviceMatchers.h"
+#include "ddpify/DiscardedMoveMatchers.h"
 #include "ddpify/EntryMatchers.h"
 #include "ddpify/FlowMatchers.h"
 #include "ddpify/MetricsMatchers.h"
@@ -47,6 +49,12 @@ llvm::ArrayRef<RuleInfo> allRules() {
        "one operation mixes tensors placed on different devices"},
       {"", "ddp-cpu-factory-in-forward",
        "a tensor factory without a device inside a module's forward"},
+      {"R4", "ddp-fixed-batch-shape",
+       "a view/reshape/expand spelling a dimension with the loader's batch "
+       "size, in a loop over it, uses the batch's own size"},
+      {"", "ddp-discarded-move",
+       "a tensor's .to()/.cuda()/.cpu() as a statement: the moved copy is "
+       "thrown away"},
       {"", "ddp-divergent-exit",
        "a loop exit or return decided by one rank's data (ranks diverge "
        "and hang)"},
@@ -73,6 +81,8 @@ createMatcherModules(FindingList &Findings, llvm::StringRef ProjectRoot) {
   Modules.push_back(createMetricsMatchers(Findings, ProjectRoot));
   Modules.push_back(createFlowMatchers(Findings, ProjectRoot));
   Modules.push_back(createPlacementMatchers(Findings, ProjectRoot));
+  Modules.push_back(createDiscardedMoveMatchers(Findings, ProjectRoot));
+  Modules.push_back(createBatchShapeMatchers(Findings, ProjectRoot));
   return Modules;
 }
 

@@ -52,6 +52,19 @@ llvm::Expected<std::string> readFile(llvm::StringRef Path) {
   return (*Buffer)->getBuffer().str();
 }
 
+/// Where an insertion goes among others at the same offset: whole lines of
+/// code (a declaration, a wrap) first, then a comment about the statement
+/// (a report item's, which stays right above it), then a line that opens a
+/// block (a guarded block's `if (...) {`), then text that continues the line
+/// up to the statement (a one-line guard, an indentation).
+static int insertionRank(llvm::StringRef Text) {
+  if (!Text.contains('\n'))
+    return 3;
+  if (Text.rtrim().ends_with("{"))
+    return 2;
+  return Text.ltrim().starts_with("//") ? 1 : 0;
+}
+
 llvm::Error EditSet::add(const clang::tooling::Replacement &Edit,
                          llvm::StringRef Rule) {
   std::string File = Edit.getFilePath().str();
@@ -59,43 +72,42 @@ llvm::Error EditSet::add(const clang::tooling::Replacement &Edit,
   for (const clang::tooling::Replacement &Existing : Edits)
     if (Existing == Edit)
       return llvm::Error::success();
-  bool Insertion = Edit.getLength() == 0;
+  bool IsInsertion = Edit.getLength() == 0;
+  std::pair<std::string, unsigned> Spot{File, Edit.getOffset()};
   if (llvm::Error Err = Edits.add(Edit)) {
     llvm::consumeError(std::move(Err));
-    auto Other = InsertionRules.find({File, Edit.getOffset()});
-    if (Insertion && !Rule.empty() && Other != InsertionRules.end() &&
-        !Other->second.empty() && Other->second != Rule) {
-      // Two rules insert before the same spot: both texts, in order.
-      clang::tooling::Replacements Joined;
-      std::string Text;
-      for (const clang::tooling::Replacement &Existing : Edits) {
-        if (Existing.getOffset() == Edit.getOffset() &&
-            Existing.getLength() == 0) {
-          Text = Existing.getReplacementText().str();
-          continue;
-        }
+    auto Pieces = Insertions.find(Spot);
+    bool OtherRule = Pieces != Insertions.end() && !Rule.empty() &&
+                     llvm::all_of(Pieces->second, [&](const Insertion &I) {
+                       return !I.Rule.empty() && I.Rule != Rule;
+                     });
+    if (!IsInsertion || !OtherRule)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "conflicting edits in '%s' at offset %u (the file is seen "
+          "differently by two translation units?)",
+          File.c_str(), Edit.getOffset());
+    // Rules inserting before the same spot: all their texts, in order.
+    std::vector<Insertion> &Spots = Pieces->second;
+    Insertion New{Rule.str(), Edit.getReplacementText().str()};
+    auto At = llvm::find_if(Spots, [&](const Insertion &I) {
+      return insertionRank(I.Text) > insertionRank(New.Text);
+    });
+    Spots.insert(At, std::move(New));
+    std::string Text;
+    for (const Insertion &I : Spots)
+      Text += I.Text;
+    clang::tooling::Replacements Joined;
+    for (const clang::tooling::Replacement &Existing : Edits)
+      if (Existing.getOffset() != Edit.getOffset() || Existing.getLength())
         llvm::cantFail(Joined.add(Existing));
-      }
-      // A whole line (a report comment) goes before text that continues
-      // the line (a guard, an indentation).
-      llvm::StringRef Added = Edit.getReplacementText();
-      if (Added.ends_with("\n") && !llvm::StringRef(Text).ends_with("\n"))
-        Text = Added.str() + Text;
-      else
-        Text += Added.str();
-      llvm::cantFail(Joined.add(
-          clang::tooling::Replacement(File, Edit.getOffset(), 0, Text)));
-      Edits = std::move(Joined);
-      return llvm::Error::success();
-    }
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "conflicting edits in '%s' at offset %u (the file is seen "
-        "differently by two translation units?)",
-        Edit.getFilePath().str().c_str(), Edit.getOffset());
+    llvm::cantFail(Joined.add(
+        clang::tooling::Replacement(File, Edit.getOffset(), 0, Text)));
+    Edits = std::move(Joined);
+    return llvm::Error::success();
   }
-  if (Insertion)
-    InsertionRules[{File, Edit.getOffset()}] = Rule.str();
+  if (IsInsertion)
+    Insertions[Spot] = {{Rule.str(), Edit.getReplacementText().str()}};
   return llvm::Error::success();
 }
 

@@ -40,6 +40,8 @@ enum class FindingForm {
   /// R8: the path of a file opened for writing; the rule's edits wrap it in
   /// `ddp::output_path(...)` (Finding::Edits).
   OutputPath,
+  /// Any other spot whose rule spells its edits itself (Finding::Edits).
+  OwnEdits,
   /// R5: the written name of a BatchNorm{1,2,3}d type (qualifier included);
   /// replaced by NewName.
   BatchNormType,

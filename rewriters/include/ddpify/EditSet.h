@@ -13,8 +13,8 @@ namespace ddpify {
 /// All edits of a run, per file. A header included by several translation
 /// units yields the same edit several times: it is kept once. Two different
 /// edits of the same bytes are an error, except insertions at one offset by
-/// two different rules (a report comment and a guard before one statement):
-/// they are joined, whole lines first, then in the order they were added.
+/// two different rules (a report comment, a declaration and a guard before
+/// one statement): they are joined, whole lines first, the guard last.
 class EditSet {
 public:
   /// Rule names where the edit comes from (e.g. "R7"); empty for edits that
@@ -45,8 +45,13 @@ public:
 
 private:
   std::map<std::string, clang::tooling::Replacements> PerFile;
-  /// The rule of each insertion, by file and offset.
-  std::map<std::pair<std::string, unsigned>, std::string> InsertionRules;
+  /// The insertions at each file offset, by rule, in the order they are
+  /// joined.
+  struct Insertion {
+    std::string Rule;
+    std::string Text;
+  };
+  std::map<std::pair<std::string, unsigned>, std::vector<Insertion>> Insertions;
   unsigned IncludesAdded = 0;
   std::string FormatStyle = "none";
 };
