@@ -1,6 +1,7 @@
 //===- CMakeRewriter.cpp - R10: CMakeLists.txt edits ----------------------===//
 
 #include "ddpify/CMakeRewriter.h"
+#include "ddpify/CMakeFileApi.h"
 #include "ddpify/EditSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -217,45 +218,53 @@ private:
 };
 
 //===----------------------------------------------------------------------===//
-// What a CMakeLists.txt declares
+// The CMake files R10 edits
 //===----------------------------------------------------------------------===//
 
 constexpr llvm::StringLiteral RuntimeTarget = "ddpify::runtime";
 
-struct LinkCall {
-  size_t Command;
-  bool Keyword; ///< PRIVATE/PUBLIC/INTERFACE signature.
-};
-
-struct Target {
-  std::string Name;              ///< Variables expanded.
-  std::string WrittenName;       ///< As written in add_executable/add_library.
-  size_t Definition = 0;         ///< Index of its add_executable/add_library.
-  bool Interface = false;        ///< An INTERFACE library.
-  std::set<std::string> Sources; ///< Absolute, normalised.
-  std::vector<LinkCall> Links;   ///< Its target_link_libraries in this file.
-  bool LinksRuntime = false;
-};
-
-struct BuildFile {
-  std::string Path; ///< Of the CMakeLists.txt.
-  std::string Dir;
+/// A CMake file under the root, as the lexer reads it: where its
+/// find_package(Torch) and project() are, whether it finds ddpify already.
+struct ListFile {
+  std::string Path;
   std::string Text;
   std::vector<CMakeCommand> Commands;
   std::string ParseError;
-  std::vector<Target> Targets;
   std::optional<size_t> FindTorch, Project;
   bool FindsDdpify = false;
-  /// Variables known at the end of the file (what add_subdirectory children
-  /// inherit, roughly).
-  std::map<std::string, std::string> Vars;
 };
+
+void readListFile(ListFile &File) {
+  llvm::Expected<std::vector<CMakeCommand>> Commands = parseCMake(File.Text);
+  if (!Commands) {
+    File.ParseError = llvm::toString(Commands.takeError());
+    return;
+  }
+  File.Commands = std::move(*Commands);
+  for (size_t I = 0; I < File.Commands.size(); ++I) {
+    const CMakeCommand &C = File.Commands[I];
+    if (C.Name == "project" && !File.Project)
+      File.Project = I;
+    if (C.Name != "find_package" || C.Args.empty())
+      continue;
+    llvm::StringRef Package = C.Args[0].Value;
+    if (Package == "Torch" && !File.FindTorch)
+      File.FindTorch = I;
+    if (Package.equals_insensitive("ddpify"))
+      File.FindsDdpify = true;
+  }
+}
 
 bool isHeader(llvm::StringRef Path) {
   llvm::StringRef Ext = llvm::sys::path::extension(Path);
   return Ext == ".h" || Ext == ".hh" || Ext == ".hpp" || Ext == ".hxx" ||
          Ext == ".inl" || Ext == ".inc" || Ext == ".cuh" || Ext == ".ipp" ||
          Ext == ".tcc" || Ext.empty();
+}
+
+bool isBuildFile(llvm::StringRef Path) {
+  return llvm::sys::path::filename(Path) == "CMakeLists.txt" ||
+         llvm::sys::path::extension(Path) == ".cmake";
 }
 
 std::string normalise(llvm::StringRef Dir, llvm::StringRef Path) {
@@ -270,212 +279,12 @@ std::string normalise(llvm::StringRef Dir, llvm::StringRef Path) {
   return Result.str().str();
 }
 
-/// Expands `${VAR}` references from Vars (one level, inner references
-/// first); std::nullopt when one is unknown (a source list we cannot
-/// resolve is not guessed at).
-std::optional<std::string>
-expand(llvm::StringRef Value, const std::map<std::string, std::string> &Vars) {
-  std::string Out;
-  size_t I = 0;
-  while (I < Value.size()) {
-    if (Value[I] == '$' && I + 1 < Value.size() && Value[I + 1] == '{') {
-      // The innermost reference ends at the first '}'.
-      size_t Close = Value.find('}', I);
-      if (Close == llvm::StringRef::npos)
-        return std::nullopt;
-      size_t Open = Value.take_front(Close).rfind("${");
-      if (Open != I) {
-        // Nested: expand the inner one first, then the rest again.
-        std::optional<std::string> Inner =
-            expand(Value.slice(Open, Close + 1), Vars);
-        if (!Inner)
-          return std::nullopt;
-        std::string Rewritten = Value.take_front(Open).str() + *Inner +
-                                Value.substr(Close + 1).str();
-        std::optional<std::string> Rest =
-            expand(llvm::StringRef(Rewritten).substr(I), Vars);
-        if (!Rest)
-          return std::nullopt;
-        return Out + *Rest;
-      }
-      auto Known = Vars.find(Value.slice(I + 2, Close).str());
-      if (Known == Vars.end())
-        return std::nullopt;
-      Out += Known->second;
-      I = Close + 1;
-      continue;
-    }
-    if (Value[I] == '\\' && I + 1 < Value.size()) {
-      Out += Value[I + 1];
-      I += 2;
-      continue;
-    }
-    Out += Value[I++];
-  }
-  return Out;
-}
-
-/// The list items an argument stands for: an unquoted argument splits on
-/// `;`, a quoted or bracket one is one item.
-std::optional<std::vector<std::string>>
-items(const CMakeArgument &Arg,
-      const std::map<std::string, std::string> &Vars) {
-  std::optional<std::string> Value =
-      Arg.Kind == CMakeArgument::Bracket ? Arg.Value : expand(Arg.Value, Vars);
-  if (!Value)
-    return std::nullopt;
-  std::vector<std::string> Result;
-  if (Arg.Kind != CMakeArgument::Unquoted) {
-    Result.push_back(*Value);
-    return Result;
-  }
-  llvm::SmallVector<llvm::StringRef, 8> Parts;
-  llvm::StringRef(*Value).split(Parts, ';', -1, /*KeepEmpty=*/false);
-  for (llvm::StringRef Part : Parts)
-    Result.push_back(Part.str());
-  return Result;
-}
-
 bool isKeyword(llvm::StringRef Arg) {
   return Arg == "PRIVATE" || Arg == "PUBLIC" || Arg == "INTERFACE";
 }
 
-void readBuildFile(BuildFile &File,
-                   const std::map<std::string, std::string> &Inherited) {
-  llvm::Expected<std::vector<CMakeCommand>> Commands = parseCMake(File.Text);
-  if (!Commands) {
-    File.ParseError = llvm::toString(Commands.takeError());
-    return;
-  }
-  File.Commands = std::move(*Commands);
-  std::map<std::string, std::string> &Vars = File.Vars;
-  Vars = Inherited;
-  Vars["CMAKE_CURRENT_SOURCE_DIR"] = File.Dir;
-  Vars["CMAKE_CURRENT_LIST_DIR"] = File.Dir;
-  auto Expanded = [&](const CMakeArgument &Arg) -> std::string {
-    std::optional<std::string> Value = Arg.Kind == CMakeArgument::Bracket
-                                           ? Arg.Value
-                                           : expand(Arg.Value, Vars);
-    return Value ? *Value : std::string();
-  };
-  auto FindTarget = [&](const CMakeArgument &Arg) -> Target * {
-    std::string Name = Expanded(Arg);
-    for (Target &T : File.Targets)
-      if (!Name.empty() && T.Name == Name)
-        return &T;
-    return nullptr;
-  };
-  // Name = Values followed by the items of Args (for set(), up to CACHE or
-  // PARENT_SCOPE); a value that cannot be expanded makes Name unknown.
-  auto Assign = [&](const std::string &Name, std::vector<std::string> Values,
-                    llvm::ArrayRef<CMakeArgument> Args, bool StopAtScope) {
-    for (const CMakeArgument &Arg : Args) {
-      if (StopAtScope && Arg.Kind == CMakeArgument::Unquoted &&
-          (Arg.Value == "CACHE" || Arg.Value == "PARENT_SCOPE"))
-        break;
-      std::optional<std::vector<std::string>> Items = items(Arg, Vars);
-      if (!Items) {
-        Vars.erase(Name);
-        return;
-      }
-      Values.insert(Values.end(), Items->begin(), Items->end());
-    }
-    Vars[Name] = llvm::join(Values, ";");
-  };
-  auto AddSources = [&](Target &T, llvm::ArrayRef<CMakeArgument> Args) {
-    for (const CMakeArgument &Arg : Args) {
-      if (Arg.Kind == CMakeArgument::Unquoted && isKeyword(Arg.Value))
-        continue;
-      if (Arg.Value == "FILE_SET")
-        return; // Header sets: not compiled sources.
-      std::optional<std::vector<std::string>> Items = items(Arg, Vars);
-      if (!Items)
-        continue;
-      for (const std::string &Item : *Items)
-        if (Item.find("$<") == std::string::npos)
-          T.Sources.insert(normalise(File.Dir, Item));
-    }
-  };
-
-  for (size_t I = 0; I < File.Commands.size(); ++I) {
-    const CMakeCommand &C = File.Commands[I];
-    llvm::ArrayRef<CMakeArgument> Args = C.Args;
-    if (C.Name == "project" && !Args.empty()) {
-      if (!File.Project)
-        File.Project = I;
-      std::string Name = Expanded(Args[0]);
-      Vars["PROJECT_NAME"] = Name;
-      Vars["CMAKE_PROJECT_NAME"] = Name;
-      Vars["PROJECT_SOURCE_DIR"] = File.Dir;
-      Vars[Name + "_SOURCE_DIR"] = File.Dir;
-    } else if (C.Name == "set" && !Args.empty()) {
-      Assign(Expanded(Args[0]), {}, Args.drop_front(), /*StopAtScope=*/true);
-    } else if (C.Name == "list" && Args.size() >= 2 &&
-               Args[0].Value == "APPEND") {
-      std::string Name = Expanded(Args[1]);
-      auto Existing = Vars.find(Name);
-      std::vector<std::string> Values;
-      if (Existing != Vars.end() && !Existing->second.empty())
-        Values.push_back(Existing->second);
-      Assign(Name, std::move(Values), Args.drop_front(2),
-             /*StopAtScope=*/false);
-    } else if (C.Name == "find_package" && !Args.empty()) {
-      std::string Package = Expanded(Args[0]);
-      if (Package == "Torch" && !File.FindTorch)
-        File.FindTorch = I;
-      if (llvm::StringRef(Package).equals_insensitive("ddpify"))
-        File.FindsDdpify = true;
-    } else if ((C.Name == "add_executable" || C.Name == "add_library") &&
-               !Args.empty()) {
-      llvm::ArrayRef<CMakeArgument> Rest = Args.drop_front();
-      if (!Rest.empty() &&
-          (Rest[0].Value == "IMPORTED" || Rest[0].Value == "ALIAS"))
-        continue;
-      Target T;
-      T.Name = Expanded(Args[0]);
-      T.WrittenName = File.Text.substr(Args[0].Offset, Args[0].Length);
-      T.Definition = I;
-      static const char *const Options[] = {
-          "WIN32",  "MACOSX_BUNDLE", "EXCLUDE_FROM_ALL", "STATIC", "SHARED",
-          "MODULE", "OBJECT",        "INTERFACE",        "UNKNOWN"};
-      while (!Rest.empty() && Rest[0].Kind == CMakeArgument::Unquoted &&
-             llvm::is_contained(Options, Rest[0].Value)) {
-        if (Rest[0].Value == "INTERFACE")
-          T.Interface = true;
-        if (Rest[0].Value == "IMPORTED")
-          break;
-        Rest = Rest.drop_front();
-      }
-      if (!Rest.empty() && Rest[0].Value == "IMPORTED")
-        continue;
-      if (T.Name.empty())
-        continue;
-      AddSources(T, Rest);
-      File.Targets.push_back(std::move(T));
-    } else if (C.Name == "target_sources" && !Args.empty()) {
-      if (Target *T = FindTarget(Args[0]))
-        AddSources(*T, Args.drop_front());
-    } else if (C.Name == "target_link_libraries" && Args.size() >= 2) {
-      Target *T = FindTarget(Args[0]);
-      if (!T)
-        continue;
-      bool Keyword = false;
-      for (const CMakeArgument &Arg : Args.drop_front()) {
-        if (Arg.Kind == CMakeArgument::Unquoted && isKeyword(Arg.Value))
-          Keyword = true;
-        std::optional<std::vector<std::string>> Items = items(Arg, Vars);
-        if (Items && llvm::is_contained(*Items, RuntimeTarget.str()))
-          T->LinksRuntime = true;
-        if (Arg.Value == RuntimeTarget)
-          T->LinksRuntime = true;
-      }
-      T->Links.push_back({I, Keyword});
-    }
-  }
-}
-
 //===----------------------------------------------------------------------===//
-// Which translation units changed
+// Which sources changed
 //===----------------------------------------------------------------------===//
 
 /// The quoted and angled #include names of a file.
@@ -552,59 +361,115 @@ std::string indentAt(llvm::StringRef Text, unsigned Offset) {
   return Line.take_while([](char C) { return C == ' ' || C == '\t'; }).str();
 }
 
+/// Where a target's link goes: after the outermost call that made it (the
+/// add_executable/add_library itself, or the call of the user's macro or
+/// function around it), in the file that holds that call.
+const CMakeFrame *definitionSite(const CMakeTarget &Target) {
+  if (Target.Definition.empty())
+    return nullptr;
+  size_t Site = 0;
+  // A caller frame with a command is a macro or function call; one without
+  // is the frame of a file (include(), add_subdirectory, the top).
+  while (Site + 1 < Target.Definition.size() &&
+         !Target.Definition[Site + 1].Command.empty())
+    ++Site;
+  return &Target.Definition[Site];
+}
+
+/// What to add by hand, for the report items of a build R10 cannot edit.
+std::string byHand(llvm::ArrayRef<std::string> Sources) {
+  return "add find_package(ddpify REQUIRED) after find_package(Torch) and "
+         "target_link_libraries(<target> PRIVATE ddpify::runtime) for the "
+         "target(s) compiling " +
+         llvm::join(Sources, ", ");
+}
+
 class Migrator {
 public:
-  Migrator(llvm::StringRef Root, CMakeMigration &Out) : Root(Root), Out(Out) {}
+  Migrator(llvm::StringRef Root, llvm::StringRef BuildDir, CMakeMigration &Out)
+      : Root(Root), BuildDir(BuildDir), Out(Out) {}
 
-  void run(llvm::ArrayRef<std::string> ChangedFiles,
-           llvm::ArrayRef<std::string> TranslationUnits) {
+  void run(llvm::ArrayRef<std::string> ChangedFiles) {
     std::set<std::string> Changed, ChangedHeaders;
     for (const std::string &File : ChangedFiles) {
-      if (llvm::sys::path::filename(File) == "CMakeLists.txt")
+      if (isBuildFile(File))
         continue;
       Changed.insert(File);
       if (isHeader(File))
         ChangedHeaders.insert(File);
     }
-    if (!ChangedHeaders.empty())
-      for (const std::string &Unit : TranslationUnits) {
-        std::set<std::string> Visited;
-        if (!Changed.count(Unit) &&
-            includesChanged(Unit, ChangedHeaders, Visited))
-          Changed.insert(Unit);
-      }
+    if (Changed.empty())
+      return;
+    std::vector<std::string> ChangedSources;
+    for (const std::string &File : Changed)
+      if (!isHeader(File))
+        ChangedSources.push_back(relative(File, Root));
+    if (ChangedSources.empty())
+      for (const std::string &File : Changed)
+        ChangedSources.push_back(relative(File, Root));
 
-    bool AnyBuildFile = false;
-    for (const std::string &File : Changed) {
-      std::vector<BuildFile *> Chain = chainOf(File);
-      AnyBuildFile |= !Chain.empty();
-      bool Listed = false;
-      for (BuildFile *Build : Chain)
-        for (size_t I = 0; I < Build->Targets.size(); ++I)
-          if (Build->Targets[I].Sources.count(File)) {
-            Listed = true;
-            Needed[{Build->Path, I}] = Build;
-          }
-      if (Listed || isHeader(File) || Chain.empty())
-        continue;
-      bool Unreadable = false;
-      for (BuildFile *Build : Chain)
-        Unreadable |= !Build->ParseError.empty();
-      if (Unreadable)
-        continue; // cmake-parse-error says why.
-      std::vector<std::string> Names;
-      for (BuildFile *Build : Chain)
-        Names.push_back(relative(Build->Path, Root));
-      item(File, 1, "cmake-target-not-found",
-           "no add_executable/add_library/target_sources in " +
-               llvm::join(Names, ", ") +
-               " lists this changed file; link its target to "
-               "ddpify::runtime (and find_package(ddpify REQUIRED)) by hand");
+    if (!isCMakeBuildFolder(BuildDir)) {
+      notACMakeBuild(Changed, ChangedSources);
+      return;
     }
-    Out.NoBuildFile = !Changed.empty() && !AnyBuildFile;
+    llvm::Expected<CMakeCodeModel> Model = readCMakeCodeModel(BuildDir);
+    if (!Model) {
+      std::string Why = llvm::toString(Model.takeError());
+      item(topListFile(*Changed.begin()), 1, "cmake-file-api-failed",
+           "ddpify could not read the targets from CMake in '" + BuildDir +
+               "' (" + Why +
+               ") and changed no build file: " + byHand(ChangedSources));
+      return;
+    }
+    this->Model = &*Model;
 
-    for (const auto &[Key, Build] : Needed)
-      linkTarget(*Build, Build->Targets[Key.second]);
+    // Every target compiling a changed source, or a source that includes a
+    // changed header; a library whose headers changed links PUBLIC, as its
+    // users' code now includes ddp too.
+    std::set<std::string> Compiled;
+    std::map<std::string, bool> IncludesChanged;
+    for (const CMakeTarget &Target : Model->Targets) {
+      if (Target.Type == "UTILITY")
+        continue;
+      bool Direct = false, ThroughHeader = false;
+      std::string Why; // The first changed source, for an item.
+      for (const std::string &Source : Target.Sources) {
+        if (Changed.count(Source)) {
+          Compiled.insert(Source);
+          if (Why.empty())
+            Why = Source;
+          (isHeader(Source) ? ThroughHeader : Direct) = true;
+          continue;
+        }
+        if (ChangedHeaders.empty() || isHeader(Source) ||
+            !isUnder(Source, Root))
+          continue;
+        auto Known = IncludesChanged.find(Source);
+        if (Known == IncludesChanged.end()) {
+          std::set<std::string> Visited;
+          Known = IncludesChanged
+                      .emplace(Source,
+                               includesChanged(Source, ChangedHeaders, Visited))
+                      .first;
+        }
+        ThroughHeader |= Known->second;
+        if (Known->second && Why.empty())
+          Why = Source;
+      }
+      if (!Direct && !ThroughHeader)
+        continue;
+      std::string Keyword = Target.Type == "INTERFACE_LIBRARY"    ? "INTERFACE"
+                            : Target.isLibrary() && ThroughHeader ? "PUBLIC"
+                                                                  : "PRIVATE";
+      linkTarget(Target, Keyword, Why);
+    }
+    for (const std::string &File : Changed)
+      if (!isHeader(File) && !Compiled.count(File))
+        item(File, 1, "cmake-target-not-found",
+             "no target of the CMake build in '" + BuildDir +
+                 "' compiles this changed file; link its target to "
+                 "ddpify::runtime (and find_package(ddpify REQUIRED)) by hand");
+
     for (auto &[Key, Text] : Insertions) {
       const auto &[Path, Offset] = Key;
       Out.Edits.emplace_back(Path, Offset, 0, Text);
@@ -612,52 +477,93 @@ public:
   }
 
 private:
-  BuildFile *load(const std::string &Dir) {
-    auto Known = Files.find(Dir);
+  /// No CMake build folder: a CMake project not configured where ddpify
+  /// looked is an item; a build of another kind gets the pkg-config flags.
+  void notACMakeBuild(const std::set<std::string> &Changed,
+                      llvm::ArrayRef<std::string> Sources) {
+    std::string Lists = topListFile(*Changed.begin());
+    if (llvm::sys::path::filename(Lists) == "CMakeLists.txt") {
+      item(Lists, 1, "cmake-no-build-folder",
+           std::string("R10 reads the targets from CMake's File API in the "
+                       "build folder, and ") +
+               (BuildDir.empty()
+                    ? "none was given"
+                    : "'" + BuildDir + "' is none (no CMakeCache.txt)") +
+               ": configure the project (cmake -S . -B build "
+               "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON) and run ddpify with "
+               "-p build, or " +
+               byHand(Sources));
+      return;
+    }
+    std::string Flags =
+        "compile " + llvm::join(Sources, ", ") +
+        " with the flags of `pkg-config --cflags ddpify` and link the "
+        "program with `pkg-config --libs ddpify` (in a Makefile: CXXFLAGS += "
+        "$(shell pkg-config --cflags ddpify) and LDLIBS += $(shell "
+        "pkg-config --libs ddpify)); ddpify.pc is in the ddpify build folder "
+        "and, after cmake --install, in <prefix>/lib/pkgconfig: put that "
+        "folder on PKG_CONFIG_PATH";
+    if (BuildDir.empty()) {
+      Out.Notes.push_back("no CMakeLists.txt between the changed files and "
+                          "the root: R10 skipped; " +
+                          Flags);
+      return;
+    }
+    item(Lists, 1, "build-not-cmake",
+         "the build folder '" + BuildDir +
+             "' is not CMake's (no CMakeCache.txt), so no build file was "
+             "changed: " +
+             Flags);
+  }
+
+  /// The CMakeLists.txt nearest the root above File (a project's top), else
+  /// a Makefile or other build file at the root, else File itself.
+  std::string topListFile(llvm::StringRef File) {
+    std::string Top;
+    for (llvm::StringRef Dir = llvm::sys::path::parent_path(File);
+         !Dir.empty() && isUnder(Dir, Root);
+         Dir = llvm::sys::path::parent_path(Dir)) {
+      llvm::SmallString<256> Path(Dir);
+      llvm::sys::path::append(Path, "CMakeLists.txt");
+      if (llvm::sys::fs::is_regular_file(Path))
+        Top = Path.str().str();
+    }
+    if (!Top.empty())
+      return Top;
+    for (const char *Name :
+         {"GNUmakefile", "makefile", "Makefile", "meson.build", "BUILD.bazel",
+          "BUILD", "SConstruct"}) {
+      llvm::SmallString<256> Path(Root);
+      llvm::sys::path::append(Path, Name);
+      if (llvm::sys::fs::is_regular_file(Path))
+        return Path.str().str();
+    }
+    return File.str();
+  }
+
+  /// The lexer's reading of a CMake file under the root, once.
+  ListFile *load(const std::string &Path) {
+    auto Known = Files.find(Path);
     if (Known != Files.end())
       return Known->second.get();
-    std::unique_ptr<BuildFile> &Slot = Files[Dir];
-    llvm::SmallString<256> Path(Dir);
-    llvm::sys::path::append(Path, "CMakeLists.txt");
-    if (!llvm::sys::fs::is_regular_file(Path))
+    std::unique_ptr<ListFile> &Slot = Files[Path];
+    if (!isUnder(Path, Root) || !llvm::sys::fs::is_regular_file(Path))
       return nullptr;
     llvm::Expected<std::string> Text = readFile(Path);
     if (!Text) {
       llvm::consumeError(Text.takeError());
       return nullptr;
     }
-    // A subdirectory sees its parent's variables (${PROJECT_NAME}, ...).
-    std::map<std::string, std::string> Inherited;
-    for (llvm::StringRef Up = llvm::sys::path::parent_path(Dir);
-         !Up.empty() && isUnder(Up, Root);
-         Up = llvm::sys::path::parent_path(Up))
-      if (BuildFile *Parent = load(Up.str())) {
-        Inherited = Parent->Vars;
-        break;
-      }
-    Slot = std::make_unique<BuildFile>();
-    Slot->Path = Path.str().str();
-    Slot->Dir = Dir;
+    Slot = std::make_unique<ListFile>();
+    Slot->Path = Path;
     Slot->Text = std::move(*Text);
-    readBuildFile(*Slot, Inherited);
+    readListFile(*Slot);
     if (!Slot->ParseError.empty())
       item(Slot->Path, 1, "cmake-parse-error",
-           "ddpify cannot read this CMakeLists.txt (" + Slot->ParseError +
+           "ddpify cannot read this CMake file (" + Slot->ParseError +
                ") and left it alone; link the changed targets to "
                "ddpify::runtime by hand");
     return Slot.get();
-  }
-
-  /// The CMakeLists.txt files from File's folder up to the root, nearest
-  /// first.
-  std::vector<BuildFile *> chainOf(llvm::StringRef File) {
-    std::vector<BuildFile *> Chain;
-    for (llvm::StringRef Dir = llvm::sys::path::parent_path(File);
-         !Dir.empty() && isUnder(Dir, Root);
-         Dir = llvm::sys::path::parent_path(Dir))
-      if (BuildFile *Build = load(Dir.str()))
-        Chain.push_back(Build);
-    return Chain;
   }
 
   void item(const std::string &File, unsigned Line, llvm::StringRef Id,
@@ -674,42 +580,62 @@ private:
     Out.Findings.push_back(std::move(F));
   }
 
-  void insert(const BuildFile &Build, unsigned Offset, const std::string &Text,
+  void insert(const ListFile &File, unsigned Offset, const std::string &Text,
               const std::string &What) {
-    Insertions[{Build.Path, Offset}] += Text;
+    Insertions[{File.Path, Offset}] += Text;
     Finding F;
     F.RuleId = "R10";
     F.Form = FindingForm::BuildFileEdit;
-    F.FilePath = Build.Path;
+    F.FilePath = File.Path;
     F.Offset = Offset;
-    F.Line = 1 + llvm::StringRef(Build.Text).take_front(Offset).count('\n');
+    F.Line = 1 + llvm::StringRef(File.Text).take_front(Offset).count('\n');
     F.Column = 1;
     F.Message = What;
     Out.Findings.push_back(std::move(F));
   }
 
-  /// The statement `find_package(ddpify REQUIRED)` for Build's targets, once.
-  void findPackage(BuildFile &Build) {
-    std::vector<BuildFile *> Chain = chainOf(Build.Path);
-    for (BuildFile *File : Chain)
+  /// `find_package(ddpify REQUIRED)` where Target's directory sees it, once:
+  /// after find_package(Torch) in its directory's CMakeLists.txt or a
+  /// parent's (nearest first), else in an include()d file of the project,
+  /// else after project().
+  void findPackage(const CMakeTarget &Target, const ListFile &Site) {
+    std::vector<ListFile *> Chain, Included;
+    std::set<std::string> InChain;
+    for (std::optional<size_t> Dir = Target.Directory;
+         Dir && *Dir < Model->Directories.size();
+         Dir = Model->Directories[*Dir].Parent) {
+      llvm::SmallString<256> Path(Model->Directories[*Dir].Source);
+      llvm::sys::path::append(Path, "CMakeLists.txt");
+      InChain.insert(Path.str().str());
+      if (ListFile *File = load(Path.str().str()))
+        Chain.push_back(File);
+      if (Chain.size() > Model->Directories.size())
+        break; // A malformed parent cycle.
+    }
+    for (const std::string &Path : Model->ListFiles)
+      if (!InChain.count(Path) && isBuildFile(Path))
+        if (ListFile *File = load(Path))
+          Included.push_back(File);
+    for (ListFile *File : Chain)
       if (File->FindsDdpify)
         return;
-    BuildFile *Anchor = nullptr;
+    for (ListFile *File : Included)
+      if (File->FindsDdpify)
+        return;
+    ListFile *Anchor = nullptr;
     std::optional<size_t> Command;
-    for (BuildFile *File : Chain)
-      if (File->FindTorch) {
+    for (ListFile *File : Chain)
+      if (!Anchor && File->FindTorch)
         Anchor = File, Command = File->FindTorch;
-        break;
-      }
-    if (!Anchor)
-      for (BuildFile *File : Chain)
-        if (File->Project) {
-          Anchor = File, Command = File->Project;
-          break;
-        }
+    for (ListFile *File : Included)
+      if (!Anchor && File->FindTorch)
+        Anchor = File, Command = File->FindTorch;
+    for (ListFile *File : Chain)
+      if (!Anchor && File->Project)
+        Anchor = File, Command = File->Project;
     if (!Anchor) {
-      if (NoFindPackageReported.insert(Build.Path).second)
-        item(Build.Path, 1, "cmake-no-find-package",
+      if (NoFindPackageReported.insert(Site.Path).second)
+        item(Site.Path, 1, "cmake-no-find-package",
              "neither find_package(Torch) nor project() in this "
              "CMakeLists.txt or its parents: add find_package(ddpify "
              "REQUIRED) before the targets that link ddpify::runtime");
@@ -723,22 +649,84 @@ private:
     Anchor->FindsDdpify = true;
   }
 
-  void linkTarget(BuildFile &Build, Target &T) {
-    if (T.LinksRuntime)
+  void linkTarget(const CMakeTarget &Target, const std::string &Keyword,
+                  const std::string &ChangedSource) {
+    const CMakeFrame *Site = definitionSite(Target);
+    std::string Where = Site && !Site->File.empty()
+                            ? Site->File + ":" + std::to_string(Site->Line)
+                            : "no backtrace";
+    if (!Site || !isUnder(Site->File, Root)) {
+      item(ChangedSource, 1, "cmake-target-outside-root",
+           "target '" + Target.Name + "' is defined outside the root (" +
+               Where + "); link it to ddpify::runtime by hand");
       return;
-    findPackage(Build);
-    T.LinksRuntime = true;
-    std::string Keyword = T.Interface ? "INTERFACE" : "PRIVATE";
+    }
+    ListFile *File = load(Site->File);
+    if (!File || !File->ParseError.empty())
+      return; // cmake-parse-error says why.
+    std::optional<size_t> Definition;
+    for (size_t I = 0; I < File->Commands.size() && !Definition; ++I)
+      if (File->Commands[I].Line == Site->Line &&
+          File->Commands[I].Name == Site->Command)
+        Definition = I;
+    if (!Definition) {
+      item(Site->File, Site->Line, "cmake-target-not-found",
+           "CMake defines target '" + Target.Name + "' at " + Where +
+               ", where ddpify reads no " + Site->Command +
+               " call; link it to ddpify::runtime by hand");
+      return;
+    }
+
+    // The name as written for the add_executable/add_library itself (one
+    // inside a foreach() makes every target of the loop: each gets the
+    // link, which is harmless, and none is named before it exists); the
+    // concrete name after a macro's or function's call.
+    const CMakeCommand &Defining = File->Commands[*Definition];
+    std::string Name = Target.Name;
+    if (Site == &Target.Definition.front() && !Defining.Args.empty()) {
+      const CMakeArgument &Arg = Defining.Args.front();
+      Name = File->Text.substr(Arg.Offset, Arg.Length);
+    }
+
+    // Its target_link_libraries after the call, in the same file.
+    struct LinkCall {
+      size_t Command;
+      bool Keyword; ///< PRIVATE/PUBLIC/INTERFACE signature.
+    };
+    std::vector<LinkCall> Links;
+    for (size_t I = *Definition + 1; I < File->Commands.size(); ++I) {
+      const CMakeCommand &C = File->Commands[I];
+      if (C.Name != "target_link_libraries" || C.Args.size() < 2)
+        continue;
+      const CMakeArgument &First = C.Args.front();
+      if (First.Value != Target.Name &&
+          File->Text.substr(First.Offset, First.Length) != Name)
+        continue;
+      bool HasKeyword = false;
+      for (const CMakeArgument &Arg : llvm::ArrayRef(C.Args).drop_front()) {
+        if (Arg.Kind == CMakeArgument::Unquoted && isKeyword(Arg.Value))
+          HasKeyword = true;
+        llvm::SmallVector<llvm::StringRef, 4> Items;
+        llvm::StringRef(Arg.Value).split(Items, ';');
+        if (llvm::is_contained(Items, RuntimeTarget))
+          return; // Linked already.
+      }
+      Links.push_back({I, HasKeyword});
+    }
+    if (!Linked.insert({File->Path, Name}).second)
+      return;
+    findPackage(Target, *File);
+
     bool HasKeyword = false, HasPlain = false;
-    for (const LinkCall &Link : T.Links)
+    for (const LinkCall &Link : Links)
       (Link.Keyword ? HasKeyword : HasPlain) = true;
 
     // Into an existing list: after the last item of the call's <Keyword>
     // section (keyword signature) or of the last call (plain signature).
     std::optional<std::pair<size_t, size_t>> Into; // command, argument
     if (HasKeyword) {
-      for (const LinkCall &Link : T.Links) {
-        const CMakeCommand &C = Build.Commands[Link.Command];
+      for (const LinkCall &Link : Links) {
+        const CMakeCommand &C = File->Commands[Link.Command];
         bool InSection = false;
         std::optional<size_t> Last;
         for (size_t A = 1; A < C.Args.size(); ++A) {
@@ -760,48 +748,49 @@ private:
         }
       }
     } else if (HasPlain) {
-      size_t Command = T.Links.back().Command;
-      Into = {Command, Build.Commands[Command].Args.size() - 1};
+      size_t Command = Links.back().Command;
+      Into = {Command, File->Commands[Command].Args.size() - 1};
     }
 
-    std::string What = "ddpify::runtime linked to '" + T.Name + "'";
+    std::string What = "ddpify::runtime linked to '" + Target.Name + "'";
+    const std::string &Text = File->Text;
     if (Into) {
-      const CMakeCommand &C = Build.Commands[Into->first];
+      const CMakeCommand &C = File->Commands[Into->first];
       const CMakeArgument &Arg = C.Args[Into->second];
       unsigned After = Arg.Offset + Arg.Length;
       // One item per line stays so: a new line, indented as that item.
-      std::string Indent = indentAt(Build.Text, Arg.Offset);
-      bool OwnLine = Arg.Offset ==
-                     (Build.Text.rfind('\n', Arg.Offset) + 1) + Indent.size();
-      unsigned CloseLineStart = Build.Text.rfind('\n', C.Close) + 1;
+      std::string Indent = indentAt(Text, Arg.Offset);
+      bool OwnLine =
+          Arg.Offset == (Text.rfind('\n', Arg.Offset) + 1) + Indent.size();
+      unsigned CloseLineStart = Text.rfind('\n', C.Close) + 1;
       // Past a comment that ends the item's line.
-      unsigned LineEnd = CMakeLexer(Build.Text).lineEndAfter(After);
-      bool EndsLine = LineEnd == Build.Text.size() ||
-                      Build.Text[LineEnd] == '\n' ||
-                      Build.Text[LineEnd] == '\r';
-      if (OwnLine && EndsLine && After <= CloseLineStart) {
-        insert(Build, LineEnd, "\n" + Indent + RuntimeTarget.str(), What);
-      } else {
-        insert(Build, After, " " + RuntimeTarget.str(), What);
-      }
+      unsigned LineEnd = CMakeLexer(Text).lineEndAfter(After);
+      bool EndsLine = LineEnd == Text.size() || Text[LineEnd] == '\n' ||
+                      Text[LineEnd] == '\r';
+      if (OwnLine && EndsLine && After <= CloseLineStart)
+        insert(*File, LineEnd, "\n" + Indent + RuntimeTarget.str(), What);
+      else
+        insert(*File, After, " " + RuntimeTarget.str(), What);
       return;
     }
-    // A new call, after the target's last target_link_libraries or its
-    // definition.
-    size_t Anchor = T.Links.empty() ? T.Definition : T.Links.back().Command;
-    const CMakeCommand &C = Build.Commands[Anchor];
-    std::string Call = "target_link_libraries(" + T.WrittenName + " " +
+    // A new call, after the target's last target_link_libraries or the call
+    // that made it.
+    const CMakeCommand &C =
+        File->Commands[Links.empty() ? *Definition : Links.back().Command];
+    std::string Call = "target_link_libraries(" + Name + " " +
                        (HasPlain ? "" : Keyword + " ") + RuntimeTarget.str() +
                        ")";
-    insert(Build, C.LineEnd, "\n" + indentAt(Build.Text, C.Offset) + Call,
-           What);
+    insert(*File, C.LineEnd, "\n" + indentAt(Text, C.Offset) + Call, What);
   }
 
   std::string Root;
+  std::string BuildDir;
   CMakeMigration &Out;
-  std::map<std::string, std::unique_ptr<BuildFile>> Files;
-  /// (CMakeLists.txt, target index) -> its file: in a stable order.
-  std::map<std::pair<std::string, size_t>, BuildFile *> Needed;
+  const CMakeCodeModel *Model = nullptr;
+  std::map<std::string, std::unique_ptr<ListFile>> Files;
+  /// (file, name as written) of the links added: a call that makes several
+  /// targets under one written name gets one link.
+  std::set<std::pair<std::string, std::string>> Linked;
   std::map<std::pair<std::string, unsigned>, std::string> Insertions;
   std::set<std::string> NoFindPackageReported;
 };
@@ -813,10 +802,9 @@ llvm::Expected<std::vector<CMakeCommand>> parseCMake(llvm::StringRef Text) {
 }
 
 CMakeMigration migrateCMake(llvm::ArrayRef<std::string> ChangedFiles,
-                            llvm::ArrayRef<std::string> TranslationUnits,
-                            llvm::StringRef Root) {
+                            llvm::StringRef Root, llvm::StringRef BuildDir) {
   CMakeMigration Out;
-  Migrator(Root, Out).run(ChangedFiles, TranslationUnits);
+  Migrator(Root, BuildDir, Out).run(ChangedFiles);
   return Out;
 }
 

@@ -471,28 +471,17 @@ private:
   std::mutex Mutex;
 };
 
-/// Where the header cache lives: --cache-dir, else $DDPIFY_CACHE_DIR, else
-/// `ddpify-cache` in the build folder holding compile_commands.json, but
-/// never in the user's tree (a database at the project root has no build
-/// folder: no cache then); empty for none.
-std::string cacheDirectory(const ToolOptions &Options, llvm::StringRef Root,
-                           llvm::StringRef FirstSource) {
-  if (Options.NoCache)
-    return "";
-  if (!Options.CacheDir.empty())
-    return Options.CacheDir;
-  // Set but empty turns the cache off, as --no-cache does.
-  if (std::optional<std::string> FromEnv =
-          llvm::sys::Process::GetEnv("DDPIFY_CACHE_DIR"))
-    return *FromEnv;
-  if (Options.HasFixedArgs)
-    return "";
+/// The folder of the compilation database: -p, else the compile_commands.json
+/// found in the first source's folder or above (through a symlink, its
+/// target's folder); empty with `--` and no -p, or when there is none.
+std::string compilationDatabaseFolder(const ToolOptions &Options,
+                                      llvm::StringRef FirstSource) {
   llvm::SmallString<256> Json;
   if (!Options.BuildPath.empty()) {
     Json = Options.BuildPath;
     if (llvm::sys::path::filename(Json) != "compile_commands.json")
       llvm::sys::path::append(Json, "compile_commands.json");
-  } else {
+  } else if (!Options.HasFixedArgs) {
     for (llvm::StringRef Dir = llvm::sys::path::parent_path(FirstSource);
          !Dir.empty(); Dir = llvm::sys::path::parent_path(Dir)) {
       llvm::SmallString<256> Candidate(Dir);
@@ -503,11 +492,30 @@ std::string cacheDirectory(const ToolOptions &Options, llvm::StringRef Root,
       }
     }
   }
-  std::string Real = absoluteRealPath(Json);
-  if (Real.empty())
+  if (Json.empty())
     return "";
-  llvm::StringRef BuildDir = llvm::sys::path::parent_path(Real);
-  if (BuildDir == Root || isUnder(Root, BuildDir))
+  if (std::string Real = absoluteRealPath(Json); !Real.empty())
+    return llvm::sys::path::parent_path(Real).str();
+  // -p with `--`: the folder need not hold a database.
+  return absoluteRealPath(llvm::sys::path::parent_path(Json));
+}
+
+/// Where the header cache lives: --cache-dir, else $DDPIFY_CACHE_DIR, else
+/// `ddpify-cache` in the build folder holding compile_commands.json, but
+/// never in the user's tree (a database at the project root has no build
+/// folder: no cache then); empty for none.
+std::string cacheDirectory(const ToolOptions &Options, llvm::StringRef Root,
+                           llvm::StringRef BuildDir) {
+  if (Options.NoCache)
+    return "";
+  if (!Options.CacheDir.empty())
+    return Options.CacheDir;
+  // Set but empty turns the cache off, as --no-cache does.
+  if (std::optional<std::string> FromEnv =
+          llvm::sys::Process::GetEnv("DDPIFY_CACHE_DIR"))
+    return *FromEnv;
+  if (Options.HasFixedArgs || BuildDir.empty() || BuildDir == Root ||
+      isUnder(Root, BuildDir))
     return "";
   llvm::SmallString<256> Cache(BuildDir);
   llvm::sys::path::append(Cache, "ddpify-cache");
@@ -675,7 +683,8 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
 
   // A precompiled <torch/torch.h> for the units that start with it.
   std::vector<std::vector<CompileCommand>> WithoutCache = Commands;
-  std::string CacheDir = cacheDirectory(Options, Result.Root, Sources.front());
+  Result.BuildDir = compilationDatabaseFolder(Options, Sources.front());
+  std::string CacheDir = cacheDirectory(Options, Result.Root, Result.BuildDir);
   if (!CacheDir.empty()) {
     HeaderCache Cache(CacheDir);
     for (size_t I = 0; I < Sources.size(); ++I) {

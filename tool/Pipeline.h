@@ -58,6 +58,10 @@ struct ToolOptions {
 
 struct PipelineResult {
   std::string Root; ///< Absolute, real path of the project root.
+  /// The compilation database's folder (-p, or where compile_commands.json
+  /// was found), absolute and real; empty with `--` and no -p. R10 reads
+  /// CMake's targets there.
+  std::string BuildDir;
   /// The translation units parsed (absolute, real paths), in order.
   std::vector<std::string> Units;
   FindingList Findings;

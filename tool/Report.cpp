@@ -164,7 +164,7 @@ int addBuildAndReportEdits(const ToolOptions &Options, PipelineResult &Result) {
   for (const auto &[File, Edits] : Result.Edits.files())
     if (!Edits.empty())
       Changed.push_back(File);
-  CMakeMigration Build = migrateCMake(Changed, Result.Units, Result.Root);
+  CMakeMigration Build = migrateCMake(Changed, Result.Root, Result.BuildDir);
   for (const clang::tooling::Replacement &Edit : Build.Edits)
     if (llvm::Error Err = Result.Edits.add(Edit)) {
       llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err))
@@ -173,11 +173,8 @@ int addBuildAndReportEdits(const ToolOptions &Options, PipelineResult &Result) {
     }
   Result.Findings.insert(Result.Findings.end(), Build.Findings.begin(),
                          Build.Findings.end());
-  if (Build.NoBuildFile)
-    Result.Notes.push_back(
-        "no CMakeLists.txt between the changed files and the root: R10 "
-        "skipped; link the program to the ddp runtime (ddpify::runtime) "
-        "yourself");
+  Result.Notes.insert(Result.Notes.end(), Build.Notes.begin(),
+                      Build.Notes.end());
 
   // A comment whose line another edit rewrites is left out: the item is
   // still listed.

@@ -1,5 +1,6 @@
 # lit configuration of the ddpify tool tests.
 import os
+import shutil
 
 import lit.formats
 
@@ -45,6 +46,24 @@ ddpify_build_dir = getattr(config, "ddpify_build_dir", "")
 config.substitutions.append(("%package_build_dir", ddpify_build_dir))
 if ddpify_build_dir and os.path.exists(os.path.join(ddpify_build_dir, "ddpifyConfig.cmake")):
     config.available_features.add("ddpify-package")
+    # This build tree in CMake's user package registry (R10-registry.test).
+    registry = os.path.join(os.path.expanduser("~"), ".cmake", "packages", "ddpify")
+    if os.path.isdir(registry):
+        for entry in os.listdir(registry):
+            with open(os.path.join(registry, entry)) as f:
+                if f.read().strip() == ddpify_build_dir:
+                    config.available_features.add("ddpify-registered")
+
+# `%cmake_configure -S SRC -B BUILD`: configures a CMake input project with
+# its compilation database (R10 reads the targets from CMake's File API in
+# BUILD), finding the LibTorch this build tree uses.
+torch_dir = getattr(config, "torch_dir", "")
+config.substitutions.append((
+    "%cmake_configure",
+    "cmake -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON"
+    + (" -DTorch_DIR=" + torch_dir if torch_dir and not torch_dir.endswith("NOTFOUND") else "")))
+if shutil.which("pkg-config"):
+    config.available_features.add("pkg-config")
 
 # The immutable attribute (ext4 and friends) lets the root-run tests make a
 # file that cannot be written: see bad-input-unwritable.test.

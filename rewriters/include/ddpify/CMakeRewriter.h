@@ -2,10 +2,11 @@
 //
 // R10 links the targets whose sources changed to the ddp runtime:
 // `find_package(ddpify REQUIRED)` once, `ddpify::runtime` in each target's
-// target_link_libraries (in the signature the target already uses). The
-// CMakeLists.txt files are read with a small lexer of the CMake language
-// (comments, bracket and quoted arguments, multi-line commands), never with
-// line regexes.
+// target_link_libraries (in the signature the target already uses). Which
+// target compiles a source, and where it is defined, comes from CMake's File
+// API in the build folder (CMakeFileApi.h); the files edited are read with a
+// small lexer of the CMake language (comments, bracket and quoted arguments,
+// multi-line commands), never with line regexes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,21 +53,20 @@ struct CMakeMigration {
   /// same offset already merged).
   std::vector<clang::tooling::Replacement> Edits;
   /// A FindingForm::BuildFileEdit finding per logical edit (the report
-  /// counts them) and the report items (RuleId "R10", ReportId
-  /// cmake-target-not-found, cmake-no-find-package, cmake-parse-error).
+  /// counts them) and the report items (RuleId "R10", ids in
+  /// docs/report.md).
   FindingList Findings;
-  /// Some source changed but no CMakeLists.txt lies between it and the root:
-  /// the project is not built with CMake (as far as ddpify can see).
-  bool NoBuildFile = false;
+  /// Lines for the report's end: no build folder and no CMakeLists.txt (the
+  /// flags to add by hand).
+  std::vector<std::string> Notes;
 };
 
-/// R10 over \p ChangedFiles (absolute real paths of the files that get edits)
-/// and \p TranslationUnits (the sources of the run, absolute real paths: one
-/// that includes a changed header, directly or not, counts as changed). Only
-/// CMakeLists.txt files under \p Root are read and edited.
+/// R10 over \p ChangedFiles (absolute real paths of the files that get
+/// edits): the targets of the CMake build in \p BuildDir compiling one of
+/// them, or a source that includes a changed header (directly or not), link
+/// the runtime. Only CMake files under \p Root are edited.
 CMakeMigration migrateCMake(llvm::ArrayRef<std::string> ChangedFiles,
-                            llvm::ArrayRef<std::string> TranslationUnits,
-                            llvm::StringRef Root);
+                            llvm::StringRef Root, llvm::StringRef BuildDir);
 
 } // namespace ddpify
 

@@ -1,0 +1,70 @@
+//===- CMakeFileApi.h - targets from CMake's File API -----------*- C++ -*-===//
+//
+// R10 learns which target compiles each source, and where that target is
+// defined, from CMake itself: a `codemodel-v2` (and `cmakeFiles-v1`) query in
+// the build folder, `cmake <build>` re-run there, the reply read back
+// (cmake-file-api(7)). So file(GLOB), aux_source_directory, include()d files,
+// macros and functions, subdirectories and generated sources are all seen as
+// CMake sees them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDPIFY_CMAKEFILEAPI_H
+#define DDPIFY_CMAKEFILEAPI_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddpify {
+
+/// One frame of a target's definition backtrace.
+struct CMakeFrame {
+  std::string File; ///< Absolute.
+  unsigned Line = 0;
+  std::string Command; ///< Lower-case; empty for a file's own frame.
+};
+
+struct CMakeTarget {
+  std::string Name;
+  /// EXECUTABLE, STATIC_LIBRARY, SHARED_LIBRARY, MODULE_LIBRARY,
+  /// OBJECT_LIBRARY, INTERFACE_LIBRARY or UTILITY.
+  std::string Type;
+  std::vector<std::string> Sources; ///< Absolute, as CMake names them.
+  /// The add_executable/add_library call first, then each caller up to the
+  /// file frame that holds the outermost call.
+  std::vector<CMakeFrame> Definition;
+  size_t Directory = 0; ///< Into CMakeCodeModel::Directories.
+
+  bool isLibrary() const { return llvm::StringRef(Type).ends_with("LIBRARY"); }
+};
+
+struct CMakeDirectory {
+  std::string Source; ///< Absolute.
+  std::optional<size_t> Parent;
+};
+
+struct CMakeCodeModel {
+  std::string SourceDir, BuildDir;
+  std::vector<CMakeDirectory> Directories;
+  std::vector<CMakeTarget> Targets;
+  /// The project's own CMake files CMake read (CMakeLists.txt and include()d
+  /// ones), absolute; neither CMake's modules nor generated files.
+  std::vector<std::string> ListFiles;
+};
+
+/// Whether \p BuildDir is a CMake build folder: a CMakeCache.txt naming its
+/// source folder.
+bool isCMakeBuildFolder(llvm::StringRef BuildDir);
+
+/// Writes ddpify's query into \p BuildDir, re-runs the cmake that configured
+/// it there and reads the reply. An error says why in a few words (no cmake,
+/// a failed re-run with its last line of output, a CMake without the File
+/// API, a reply that is not what cmake-file-api(7) describes).
+llvm::Expected<CMakeCodeModel> readCMakeCodeModel(llvm::StringRef BuildDir);
+
+} // namespace ddpify
+
+#endif // DDPIFY_CMAKEFILEAPI_H

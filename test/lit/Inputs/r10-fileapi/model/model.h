@@ -1,0 +1,4 @@
+#pragma once
+#include <cstdio>
+
+inline void report(int step) { std::printf("step %d\n", step); }

@@ -1,0 +1,3 @@
+#include <cstdio>
+
+void part(int step) { std::printf("part %d\n", step); }

@@ -1,0 +1,1 @@
+int tool_b() { return 2; }

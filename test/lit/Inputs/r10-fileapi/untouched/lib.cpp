@@ -1,0 +1,1 @@
+int untouched() { return 2; }
