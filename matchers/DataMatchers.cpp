@@ -557,7 +557,8 @@ private:
   bool inLoopBody(DynTypedNode Node, const FunctionDecl *&Function) {
     for (DynTypedNode Parent = parentOf(Node); !Parent.getNodeKind().isNone();
          Node = Parent, Parent = parentOf(Parent)) {
-      if ((Function = Parent.get<FunctionDecl>()) || Parent.get<LambdaExpr>())
+      Function = Parent.get<FunctionDecl>();
+      if (Function || Parent.get<LambdaExpr>())
         return false;
       const Stmt *Body = nullptr;
       if (const auto *For = Parent.get<ForStmt>())
