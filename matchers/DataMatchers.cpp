@@ -12,13 +12,18 @@
 //  - exact (`ddp::make_eval_data_loader`, no sample twice) when every
 //    iteration found is free of backward();
 //  - even plus a `loader-use-unknown` report item when the uses cannot be
-//    followed (stored in a member, passed to a function whose body is not
-//    visible, never iterated here): a rank running one batch fewer would hang
+//    followed (passed to a function whose body is not visible, stored in a
+//    global, never iterated here): a rank running one batch fewer would hang
 //    the others, duplicated evaluation samples only skew a metric.
+// A loader is followed through the variables, parameters, members (of a class
+// of the main file) and function results (of functions of the main file) that
+// hold it; where their types spell out torch's StatelessDataLoader, that
+// spelling becomes ddp::DistributedDataLoader (same template arguments), the
+// type ddp's functions return.
 // Report items instead of an edit: a sampler that is not torch's
 // RandomSampler / SequentialSampler (`custom-sampler`), a stateful dataset
-// (`stateful-dataset`), a loader whose type is written out where the new
-// loader type would not fit (`loader-type-written`). Loaders over a torch
+// (`stateful-dataset`), a loader whose type is written out where ddpify
+// cannot rewrite it (`loader-type-written`). Loaders over a torch
 // Distributed*Sampler are already sharded and left alone.
 //
 //===----------------------------------------------------------------------===//
@@ -29,7 +34,9 @@
 #include "clang/AST/DeclTemplate.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMapContext.h"
+#include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/AST/StmtCXX.h"
+#include "clang/AST/TypeLoc.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include <set>
@@ -110,24 +117,188 @@ struct LoaderUse {
   bool Backward = false;  ///< One of them reaches backward().
   bool Unknown = false;   ///< A use that could not be followed.
   std::string UnknownWhy; ///< The first such use, for the report.
-  bool TypeWritten = false;
-  std::string TypeWhere; ///< Where the loader's type is written out.
+  /// `torch::data::StatelessDataLoader` as written in the types that hold the
+  /// loader, and where each type is: each becomes `ddp::DistributedDataLoader`.
+  std::vector<std::pair<SourceRange, std::string>> TypeSpellings;
+  bool TypeUnfixable = false; ///< A written type ddpify cannot rewrite.
+  std::string TypeWhere;      ///< The first such type, for the report.
+  /// The call only names a type (`decltype(make_data_loader(...))`): no
+  /// loader is made there.
+  bool TypeOnly = false;
 
   void unknown(std::string Why) {
     if (!Unknown)
       UnknownWhy = std::move(Why);
     Unknown = true;
   }
+  void unfixableType(std::string Where) {
+    if (!TypeUnfixable)
+      TypeWhere = std::move(Where);
+    TypeUnfixable = true;
+  }
   void merge(const LoaderUse &Other) {
     Iterated |= Other.Iterated;
     Backward |= Other.Backward;
     if (Other.Unknown)
       unknown(Other.UnknownWhy);
-    if (Other.TypeWritten && !TypeWritten) {
-      TypeWritten = true;
-      TypeWhere = Other.TypeWhere;
-    }
+    TypeSpellings.insert(TypeSpellings.end(), Other.TypeSpellings.begin(),
+                         Other.TypeSpellings.end());
+    if (Other.TypeUnfixable)
+      unfixableType(Other.TypeWhere);
   }
+};
+
+/// The function a call calls: resolved, the only candidate of an unresolved
+/// name, or the call operator of a lambda held by a variable.
+const FunctionDecl *calleeOf(const CallExpr *Call) {
+  if (const FunctionDecl *Direct = Call->getDirectCallee())
+    return Direct;
+  const Expr *Callee = stripParensAndImplicit(Call->getCallee());
+  if (const auto *Lookup = dyn_cast<UnresolvedLookupExpr>(Callee)) {
+    if (Lookup->getNumDecls() != 1)
+      return nullptr;
+    const NamedDecl *Only = (*Lookup->decls_begin())->getUnderlyingDecl();
+    if (const auto *Template = dyn_cast<FunctionTemplateDecl>(Only))
+      return Template->getTemplatedDecl();
+    return dyn_cast<FunctionDecl>(Only);
+  }
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(Callee))
+    if (const CXXRecordDecl *Record = recordOf(Ref->getType()))
+      if (Record->isLambda())
+        return Record->getLambdaCallOperator();
+  return nullptr;
+}
+
+/// The spellings of `torch::data::StatelessDataLoader<...>` in a written
+/// type, through the aliases (`using`, `typedef`, alias templates) it names.
+/// Only Loader's own type counts (any, where Loader is unknown or the
+/// spelling is dependent): ddp's loader takes the same template arguments.
+class LoaderTypeSpellings : public RecursiveASTVisitor<LoaderTypeSpellings> {
+public:
+  explicit LoaderTypeSpellings(const CXXRecordDecl *Loader) : Loader(Loader) {}
+
+  bool VisitElaboratedTypeLoc(ElaboratedTypeLoc Type) {
+    auto Spec = Type.getNamedTypeLoc().getAs<TemplateSpecializationTypeLoc>();
+    if (!Spec || !isLoaderSpelling(Spec))
+      return true;
+    NestedNameSpecifierLoc Qualifier = Type.getQualifierLoc();
+    Spellings.push_back(SourceRange(Qualifier ? Qualifier.getBeginLoc()
+                                              : Spec.getTemplateNameLoc(),
+                                    Spec.getTemplateNameLoc()));
+    Counted.insert(Spec.getOpaqueData());
+    return true;
+  }
+
+  bool VisitTemplateSpecializationTypeLoc(TemplateSpecializationTypeLoc Spec) {
+    if (Counted.count(Spec.getOpaqueData()))
+      return true;
+    if (isLoaderSpelling(Spec)) {
+      Spellings.push_back(
+          SourceRange(Spec.getTemplateNameLoc(), Spec.getTemplateNameLoc()));
+      return true;
+    }
+    if (const auto *Alias = dyn_cast_or_null<TypeAliasTemplateDecl>(
+            Spec.getTypePtr()->getTemplateName().getAsTemplateDecl()))
+      followAlias(Alias->getTemplatedDecl());
+    return true;
+  }
+
+  bool VisitTypedefTypeLoc(TypedefTypeLoc Type) {
+    followAlias(Type.getTypedefNameDecl());
+    return true;
+  }
+
+  bool VisitDecltypeTypeLoc(DecltypeTypeLoc) {
+    // Names the type of an expression, which changes with it.
+    FollowsLoader = true;
+    return true;
+  }
+
+  bool VisitSubstTemplateTypeParmTypeLoc(SubstTemplateTypeParmTypeLoc) {
+    // A template parameter, in an instantiation: deduced from the loader.
+    FollowsLoader = true;
+    return true;
+  }
+
+  std::vector<SourceRange> Spellings;
+  /// Whether the type is spelled by something that takes ddp's loader type
+  /// as it is (a template parameter, a decltype).
+  bool FollowsLoader = false;
+
+private:
+  bool isLoaderSpelling(TemplateSpecializationTypeLoc Spec) const {
+    const TemplateDecl *Template =
+        Spec.getTypePtr()->getTemplateName().getAsTemplateDecl();
+    if (!Template || Template->getQualifiedNameAsString() !=
+                         "torch::data::StatelessDataLoader")
+      return false;
+    if (!Loader || Spec.getType()->isDependentType())
+      return true;
+    const CXXRecordDecl *Written = recordOf(Spec.getType());
+    return Written && Written->getCanonicalDecl() == Loader->getCanonicalDecl();
+  }
+
+  void followAlias(const TypedefNameDecl *Alias) {
+    if (Alias && Alias->getTypeSourceInfo() && Aliases.insert(Alias).second)
+      TraverseTypeLoc(Alias->getTypeSourceInfo()->getTypeLoc());
+  }
+
+  const CXXRecordDecl *Loader;
+  llvm::SmallPtrSet<const void *, 8> Counted;
+  llvm::SmallPtrSet<const TypedefNameDecl *, 4> Aliases;
+};
+
+/// The expressions of the project's code that name Target (a function or a
+/// field): references, member accesses, unresolved names it is a candidate
+/// of, dependent member accesses of its name.
+class NameUses : public RecursiveASTVisitor<NameUses> {
+public:
+  explicit NameUses(const NamedDecl *Target)
+      : Target(canonicalOf(Target)), Name(Target->getNameAsString()) {}
+
+  bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+    if (canonicalOf(Ref->getDecl()) == Target)
+      Uses.push_back(Ref);
+    return true;
+  }
+  bool VisitMemberExpr(MemberExpr *Member) {
+    if (canonicalOf(Member->getMemberDecl()) == Target)
+      Uses.push_back(Member);
+    return true;
+  }
+  bool VisitOverloadExpr(OverloadExpr *Overload) {
+    for (const NamedDecl *Candidate : Overload->decls()) {
+      const NamedDecl *Named = Candidate->getUnderlyingDecl();
+      if (const auto *Template = dyn_cast<FunctionTemplateDecl>(Named))
+        Named = Template->getTemplatedDecl();
+      if (Named->getCanonicalDecl() == Target) {
+        Unresolved = true;
+        break;
+      }
+    }
+    return true;
+  }
+  bool VisitCXXDependentScopeMemberExpr(CXXDependentScopeMemberExpr *Member) {
+    if (Member->getMember().getAsString() == Name)
+      Unresolved = true;
+    return true;
+  }
+
+  std::vector<const Expr *> Uses;
+  bool Unresolved = false; ///< A use whose meaning a template decides.
+
+private:
+  /// A specialization of a function template names its pattern.
+  static const Decl *canonicalOf(const NamedDecl *Named) {
+    if (const auto *Function = dyn_cast<FunctionDecl>(Named))
+      if (const FunctionDecl *Pattern =
+              Function->getTemplateInstantiationPattern())
+        return Pattern->getCanonicalDecl();
+    return Named->getCanonicalDecl();
+  }
+
+  const Decl *Target;
+  std::string Name;
 };
 
 class DataMatchers : public MatcherModule, public MatchFinder::MatchCallback {
@@ -272,14 +443,50 @@ private:
       break;
     }
 
+    CurrentLoader = Loader && Loader->getQualifiedNameAsString() ==
+                                  "torch::data::StatelessDataLoader"
+                        ? Loader
+                        : nullptr;
     LoaderUse Use = useOf(Call, /*Hops=*/0);
-    if (Use.TypeWritten) {
+    std::vector<Finding> TypeEdits;
+    for (const auto &[Spelling, Where] : Use.TypeSpellings) {
+      Finding Edit =
+          Locator.make(*Context, Spelling, "R4", "ddp-unsharded-loader",
+                       FindingForm::DataLoaderType);
+      if (Edit.FilePath.empty() || Edit.InMacro) {
+        Use.unfixableType(Where + (Edit.InMacro
+                                       ? ", in macro '" + Edit.MacroName + "'"
+                                       : ", outside the project"));
+        break;
+      }
+      Edit.NewName = "ddp::DistributedDataLoader";
+      Edit.Message = "torch's loader type, written out where a loader of "
+                     "ddp::make_data_loader goes: use "
+                     "'ddp::DistributedDataLoader' (same template arguments)";
+      TypeEdits.push_back(std::move(Edit));
+    }
+    if (Use.TypeUnfixable) {
       report(std::move(F), "loader-type-written",
-             "the loader's type is written out (" + Use.TypeWhere +
+             "the loader's type is written out where ddpify cannot rewrite "
+             "it (" +
+                 Use.TypeWhere +
                  ") and ddp::make_data_loader returns another one "
                  "(std::unique_ptr<ddp::DistributedDataLoader<Dataset, "
                  "Sampler>>): use auto or a template parameter there, then "
                  "run ddpify again");
+      return;
+    }
+    // A call in a macro is not rewritten: neither are the types it reaches.
+    if (!F.InMacro)
+      for (Finding &Edit : TypeEdits)
+        if (Seen.insert({Edit.FilePath, Edit.Offset}).second)
+          Findings.push_back(std::move(Edit));
+    if (Use.TypeOnly) {
+      // Both of ddp's functions return the same type.
+      F.NewName = "ddp::make_data_loader";
+      F.Message = "the type of torch's data loader: ddp::make_data_loader "
+                  "returns the loader type the program now holds";
+      Findings.push_back(std::move(F));
       return;
     }
     bool Even = Use.Backward || Use.Unknown || !Use.Iterated;
@@ -301,16 +508,71 @@ private:
                   "never reach backward())";
     Finding Item = F;
     Findings.push_back(std::move(F));
-    if (Use.Backward || !Use.Unknown)
-      return;
     Item.Form = FindingForm::ReportOnly;
     Item.NewName.clear();
+    if (Use.Backward || !Use.Unknown) {
+      // A new torch RandomSampler draws a new permutation; a new ddp loader
+      // starts at epoch 0, whose permutation is the same every time. Only
+      // training depends on the order.
+      if (Use.Backward && Sampler &&
+          Sampler->getQualifiedNameAsString() ==
+              "torch::data::samplers::RandomSampler" &&
+          madeRepeatedly(Call))
+        report(std::move(Item), "loader-rebuilt",
+               "this loader is made again on each pass of a loop (or by a "
+               "function called in one), and a new ddp loader starts at "
+               "epoch 0: at world size > 1 every pass draws the same "
+               "shuffle, where the original drew a new one; build it once, "
+               "before the loop, or call set_epoch(epoch) on it before "
+               "iterating it");
+      return;
+    }
     report(std::move(Item), "loader-use-unknown",
            "whether this loader's batches reach backward() is not known (" +
                Use.UnknownWhy +
                "): sharded evenly (padded, a few samples seen twice); if it "
                "only evaluates, use ddp::make_eval_data_loader for exact "
                "metrics");
+  }
+
+  /// Whether Call runs again and again: in the body of a loop of its
+  /// function, or its function (not main) is called in the body of a loop.
+  bool madeRepeatedly(const CallExpr *Call) {
+    const FunctionDecl *Function = nullptr;
+    if (inLoopBody(DynTypedNode::create(*Call), Function))
+      return true;
+    if (!Function || Function->isMain())
+      return false;
+    for (const Expr *Callee : namesOf(Function).Uses) {
+      const FunctionDecl *Caller = nullptr;
+      if (const CallExpr *Outer = enclosingCall(Callee))
+        if (inLoopBody(DynTypedNode::create(*Outer), Caller))
+          return true;
+    }
+    return false;
+  }
+
+  /// Whether Node lies in the body of a loop of its function (Function: that
+  /// function, null in a lambda).
+  bool inLoopBody(DynTypedNode Node, const FunctionDecl *&Function) {
+    for (DynTypedNode Parent = parentOf(Node); !Parent.getNodeKind().isNone();
+         Node = Parent, Parent = parentOf(Parent)) {
+      Function = Parent.get<FunctionDecl>();
+      if (Function || Parent.get<LambdaExpr>())
+        return false;
+      const Stmt *Body = nullptr;
+      if (const auto *For = Parent.get<ForStmt>())
+        Body = For->getBody();
+      else if (const auto *RangeFor = Parent.get<CXXForRangeStmt>())
+        Body = RangeFor->getBody();
+      else if (const auto *While = Parent.get<WhileStmt>())
+        Body = While->getBody();
+      else if (const auto *Do = Parent.get<DoStmt>())
+        Body = Do->getBody();
+      if (Body && Node.get<Stmt>() == Body)
+        return true;
+    }
+    return false;
   }
 
   void report(Finding F, llvm::StringRef Id, std::string Reason) {
@@ -368,6 +630,22 @@ private:
     return false;
   }
 
+  /// The unique_ptr E moved into another one: `std::move(E)`, or the
+  /// constructor a `return E;` or a conversion goes through.
+  static bool isMovedInto(const Expr *Outer, const Expr *E) {
+    if (const auto *Call = dyn_cast<CallExpr>(Outer)) {
+      const FunctionDecl *Callee = Call->getDirectCallee();
+      return Callee && Call->getNumArgs() == 1 && wraps(Call->getArg(0), E) &&
+             Callee->getQualifiedNameAsString() == "std::move";
+    }
+    const auto *Construct = dyn_cast<CXXConstructExpr>(Outer);
+    const CXXRecordDecl *Record =
+        Construct ? recordOf(Construct->getType()) : nullptr;
+    return Record && Construct->getNumArgs() == 1 &&
+           wraps(Construct->getArg(0), E) &&
+           Record->getQualifiedNameAsString() == "std::unique_ptr";
+  }
+
   /// What happens to the loader E (the call itself, or a reference to a
   /// variable holding it). Hops counts the functions already entered.
   LoaderUse useOf(const Expr *E, int Hops) {
@@ -376,7 +654,8 @@ private:
     bool Dereferenced = false;
     DynTypedNode Parent = parentOf(DynTypedNode::create(*Cur));
     while (const auto *ParentExpr = Parent.get<Expr>()) {
-      if (wraps(ParentExpr, Cur)) {
+      if (wraps(ParentExpr, Cur) ||
+          (!Dereferenced && isMovedInto(ParentExpr, Cur))) {
         Cur = ParentExpr;
       } else if (!Dereferenced && isDerefOf(ParentExpr, Cur)) {
         Cur = ParentExpr;
@@ -397,6 +676,28 @@ private:
       if (Var->getInit() && wraps(Var->getInit(), Cur))
         return useOfVariable(Var, Hops);
       Use.unknown("it is used in a way ddpify does not follow");
+      return Use;
+    }
+    if (Parent.get<ReturnStmt>())
+      return returnedFrom(Parent, Hops);
+    // A member initialiser (the parent map goes from it to the constructor).
+    if (const auto *Constructor = Parent.get<CXXConstructorDecl>()) {
+      for (const CXXCtorInitializer *Init : Constructor->inits())
+        if (Init->isWritten() && Init->getMember() &&
+            wraps(Init->getInit(), Cur))
+          return heldBy(Init->getMember(), Hops);
+      Use.unknown("it is used in a way ddpify does not follow");
+      return Use;
+    }
+    if (const auto *Field = Parent.get<FieldDecl>()) {
+      if (Field->getInClassInitializer() &&
+          wraps(Field->getInClassInitializer(), Cur))
+        return heldBy(Field, Hops);
+      Use.unknown("it is used in a way ddpify does not follow");
+      return Use;
+    }
+    if (Parent.get<DecltypeTypeLoc>()) {
+      Use.TypeOnly = true;
       return Use;
     }
     const auto *ParentExpr = Parent.get<Expr>();
@@ -462,28 +763,144 @@ private:
   }
 
   LoaderUse assignedTo(const Expr *Target, int Hops) {
-    if (const auto *Ref = dyn_cast<DeclRefExpr>(stripParensAndImplicit(Target)))
+    const Expr *Stripped = stripParensAndImplicit(Target);
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(Stripped))
       if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
-        if (Var->isLocalVarDecl())
-          return useOfVariable(Var, Hops, /*FromInit=*/false);
+        return useOfVariable(Var, Hops);
+    if (const auto *Member = dyn_cast<MemberExpr>(Stripped))
+      if (const auto *Field = dyn_cast<FieldDecl>(Member->getMemberDecl()))
+        return heldBy(Field, Hops);
     LoaderUse Use;
-    std::string Name;
-    if (const auto *Member =
-            dyn_cast<MemberExpr>(stripParensAndImplicit(Target)))
-      Name = " '" + Member->getMemberDecl()->getNameAsString() + "'";
-    Use.unknown("it is stored in" + (Name.empty() ? " a member" : Name));
+    Use.unknown("it is stored in a member");
     return Use;
+  }
+
+  /// The loader held by member Field: its written type, and every use of the
+  /// member in the translation unit when all of them are here (a class of
+  /// the main file, not a template).
+  LoaderUse heldBy(const FieldDecl *Field, int Hops) {
+    LoaderUse Use;
+    std::string Name = "'" + Field->getNameAsString() + "'";
+    noteWrittenType(Field->getTypeSourceInfo(), "member " + Name, Use);
+    const auto *Record = dyn_cast<CXXRecordDecl>(Field->getParent());
+    if (!Record || Record->isDependentContext() ||
+        !Context->getSourceManager().isInMainFile(
+            Context->getSourceManager().getExpansionLoc(
+                Record->getLocation()))) {
+      Use.unknown("it is stored in " + Name +
+                  ", a member of a class other files may use");
+      return Use;
+    }
+    if (!Following.insert(Field).second)
+      return Use; // Already being followed, further up.
+    NameUses Names = namesOf(Field);
+    if (Names.Unresolved)
+      Use.unknown("member " + Name + " is used in a template");
+    for (const Expr *Member : Names.Uses)
+      Use.merge(useOf(Member, Hops));
+    Following.erase(Field);
+    return Use;
+  }
+
+  /// The loader returned by the function whose return statement is Return:
+  /// its written return type (every declaration), and the uses of its
+  /// result at every call of it when all of them are here.
+  LoaderUse returnedFrom(DynTypedNode Return, int Hops) {
+    LoaderUse Use;
+    DynTypedNode Node = parentOf(Return);
+    while (!Node.getNodeKind().isNone() && !Node.get<FunctionDecl>() &&
+           !Node.get<LambdaExpr>())
+      Node = parentOf(Node);
+    const auto *Function = Node.get<FunctionDecl>();
+    if (!Function) {
+      Use.unknown("it is returned from a lambda");
+      return Use;
+    }
+    std::string Name = "'" + Function->getNameAsString() + "'";
+    for (const FunctionDecl *Declaration : Function->redecls()) {
+      const TypeSourceInfo *Info = Declaration->getTypeSourceInfo();
+      FunctionTypeLoc Type = Declaration->getFunctionTypeLoc();
+      if (!Info || !Type) {
+        if (!Declaration->getReturnType()->getContainedDeducedType() &&
+            namesStatelessLoader(Declaration->getReturnType()))
+          Use.unfixableType("the return type of " + Name);
+        continue;
+      }
+      noteWrittenType(Type.getReturnLoc(), Declaration->getReturnType(),
+                      "the return type of " + Name, Use);
+    }
+    const SourceManager &SM = Context->getSourceManager();
+    bool CalledOnlyHere = !Function->isExternallyVisible();
+    if (!CalledOnlyHere) {
+      CalledOnlyHere = true;
+      for (const FunctionDecl *Declaration : Function->redecls())
+        CalledOnlyHere &=
+            SM.isInMainFile(SM.getExpansionLoc(Declaration->getLocation()));
+    }
+    if (!CalledOnlyHere)
+      Use.unknown("it is returned from " + Name +
+                  ", which other files may call");
+    if (isa<CXXMethodDecl>(Function) &&
+        cast<CXXMethodDecl>(Function)->isVirtual())
+      Use.unknown("it is returned from virtual " + Name);
+    if (!Following.insert(Function->getCanonicalDecl()).second)
+      return Use; // Already being followed, further up.
+    NameUses Names = namesOf(Function);
+    if (Names.Unresolved)
+      Use.unknown(Name + " is called in a template");
+    bool Called = false;
+    for (const Expr *Callee : Names.Uses) {
+      const CallExpr *Call = enclosingCall(Callee);
+      if (!Call) {
+        Use.unknown("it is returned from " + Name +
+                    ", which is used other than by a call");
+        continue;
+      }
+      Called = true;
+      Use.merge(useOf(Call, Hops));
+    }
+    if (!Called && !Use.Unknown)
+      Use.unknown("it is returned from " + Name + ", which is not called here");
+    Following.erase(Function->getCanonicalDecl());
+    return Use;
+  }
+
+  /// The uses of Target in the project's code of this translation unit.
+  NameUses namesOf(const NamedDecl *Target) {
+    NameUses Names(Target);
+    for (Decl *TopLevel : Context->getTranslationUnitDecl()->decls())
+      if (isOurs(TopLevel->getLocation()))
+        Names.TraverseDecl(TopLevel);
+    return Names;
+  }
+
+  /// Records, in Use, the spellings of the loader's torch type in the type
+  /// written at Where; a torch loader type there that cannot be respelled
+  /// makes it unfixable. A deduced type (`auto`) follows the loader.
+  void noteWrittenType(const TypeSourceInfo *Info, const std::string &Where,
+                       LoaderUse &Use) {
+    if (Info)
+      noteWrittenType(Info->getTypeLoc(), Info->getType(), Where, Use);
+  }
+  void noteWrittenType(TypeLoc Written, QualType Type, const std::string &Where,
+                       LoaderUse &Use) {
+    if (Written.isNull() || Type->getContainedDeducedType())
+      return;
+    LoaderTypeSpellings Spellings(CurrentLoader);
+    Spellings.TraverseTypeLoc(Written);
+    for (SourceRange Spelling : Spellings.Spellings)
+      Use.TypeSpellings.emplace_back(Spelling, Where);
+    if (Spellings.Spellings.empty() && !Spellings.FollowsLoader &&
+        namesStatelessLoader(Type))
+      Use.unfixableType(Where);
   }
 
   /// Every use of a local variable (or parameter) holding the loader, or a
   /// reference to it, in its function.
-  LoaderUse useOfVariable(const VarDecl *Var, int Hops, bool FromInit = true) {
+  LoaderUse useOfVariable(const VarDecl *Var, int Hops) {
     LoaderUse Use;
-    if (FromInit && !isDeduced(Var->getTypeSourceInfo()) &&
-        mentionsLoaderType(Var->getType())) {
-      Use.TypeWritten = true;
-      Use.TypeWhere = "variable '" + Var->getNameAsString() + "'";
-    }
+    noteWrittenType(Var->getTypeSourceInfo(),
+                    "variable '" + Var->getNameAsString() + "'", Use);
     if (!Var->isLocalVarDecl() && !isa<ParmVarDecl>(Var)) {
       Use.unknown("it is stored in '" + Var->getNameAsString() + "'");
       return Use;
@@ -501,11 +918,6 @@ private:
     for (const DeclRefExpr *Ref : Refs)
       Use.merge(useOf(Ref, Hops));
     return Use;
-  }
-
-  static bool isDeduced(const TypeSourceInfo *Info) {
-    return !Info || Info->getType()->getContainedDeducedType() ||
-           Info->getType()->isDependentType();
   }
 
   static void collectRefs(const Stmt *S, const VarDecl *Var,
@@ -567,57 +979,43 @@ private:
       Use.unknown("it is passed to " + Name + " through a parameter pack");
       return Use;
     }
-    // The parameter's type as written: a template parameter takes the new
-    // loader type, a written StatelessDataLoader type would not.
+    // The parameter's type as written, in every declaration: a template
+    // parameter takes the new loader type, a written StatelessDataLoader
+    // type is respelled.
     const FunctionDecl *Written = Definition;
     if (const FunctionDecl *Pattern =
             Definition->getTemplateInstantiationPattern())
       Written = Pattern;
-    if (Index < Written->getNumParams()) {
-      QualType Type = Written->getParamDecl(Index)->getType();
-      if (!Type->isDependentType() && !Type->getContainedDeducedType() &&
-          mentionsLoaderType(Type)) {
-        Use.TypeWritten = true;
-        Use.TypeWhere = "parameter '" +
-                        Written->getParamDecl(Index)->getNameAsString() +
-                        "' of " + Name;
+    for (const FunctionDecl *Declaration : Written->redecls())
+      if (Index < Declaration->getNumParams()) {
+        const ParmVarDecl *Param = Declaration->getParamDecl(Index);
+        noteWrittenType(
+            Param->getTypeSourceInfo(),
+            "parameter '" + Param->getNameAsString() + "' of " + Name, Use);
       }
-    }
     const ParmVarDecl *Param = Definition->getParamDecl(Index);
-    LoaderUse Inner = useOfVariable(Param, Hops + 1, /*FromInit=*/false);
+    LoaderUse Inner = useOfVariable(Param, Hops + 1);
     if (!Inner.Iterated && !Inner.Unknown)
       Inner.unknown("it is passed to " + Name + ", which does not iterate it");
     Use.merge(Inner);
     return Use;
   }
 
-  /// A torch data loader type (or a unique_ptr of one) spelled out.
-  static bool mentionsLoaderType(QualType Type) {
+  /// The record a loader type names (through a unique_ptr).
+  static const CXXRecordDecl *loaderRecordOf(QualType Type) {
     const CXXRecordDecl *Record = recordOf(Type);
     if (Record && Record->getQualifiedNameAsString() == "std::unique_ptr")
       Record = recordOf(templateTypeArgument(Record, 0));
-    return Record && (isOrDerivesFrom(Record, "torch::data::DataLoaderBase"));
+    return Record;
   }
 
-  /// The function a call calls: resolved, the only candidate of an
-  /// unresolved name, or the call operator of a lambda held by a variable.
-  static const FunctionDecl *calleeOf(const CallExpr *Call) {
-    if (const FunctionDecl *Direct = Call->getDirectCallee())
-      return Direct;
-    const Expr *Callee = stripParensAndImplicit(Call->getCallee());
-    if (const auto *Lookup = dyn_cast<UnresolvedLookupExpr>(Callee)) {
-      if (Lookup->getNumDecls() != 1)
-        return nullptr;
-      const NamedDecl *Only = (*Lookup->decls_begin())->getUnderlyingDecl();
-      if (const auto *Template = dyn_cast<FunctionTemplateDecl>(Only))
-        return Template->getTemplatedDecl();
-      return dyn_cast<FunctionDecl>(Only);
-    }
-    if (const auto *Ref = dyn_cast<DeclRefExpr>(Callee))
-      if (const CXXRecordDecl *Record = recordOf(Ref->getType()))
-        if (Record->isLambda())
-          return Record->getLambdaCallOperator();
-    return nullptr;
+  /// torch's StatelessDataLoader itself (or a unique_ptr of it), which ddp's
+  /// loader derives from no specialization of: its bases
+  /// (DataLoaderBase<...>) hold ddp's loader as they are.
+  static bool namesStatelessLoader(QualType Type) {
+    const CXXRecordDecl *Record = loaderRecordOf(Type);
+    return Record && Record->getQualifiedNameAsString() ==
+                         "torch::data::StatelessDataLoader";
   }
 
   // --- Does a statement reach backward()? --------------------------------
@@ -680,6 +1078,10 @@ private:
   FindingLocator Locator;
   ASTContext *Context = nullptr;
   std::set<std::pair<std::string, unsigned>> Seen;
+  /// The torch loader type of the call being followed (null when unknown).
+  const CXXRecordDecl *CurrentLoader = nullptr;
+  /// The members and functions whose uses are being followed (a cycle ends).
+  llvm::SmallPtrSet<const Decl *, 8> Following;
 };
 
 } // namespace

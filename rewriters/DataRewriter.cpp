@@ -5,9 +5,11 @@
 namespace ddpify {
 
 std::vector<clang::tooling::Replacement> rewriteDataFinding(const Finding &F) {
-  // The written callee (qualifier included) becomes ddp's; the template and
-  // call arguments after it stay as written.
-  if (F.Form != FindingForm::DataLoaderCall || F.NewName.empty())
+  // The written callee or loader template (qualifier included) becomes ddp's;
+  // the template and call arguments after it stay as written.
+  if ((F.Form != FindingForm::DataLoaderCall &&
+       F.Form != FindingForm::DataLoaderType) ||
+      F.NewName.empty())
     return {};
   return {
       clang::tooling::Replacement(F.FilePath, F.Offset, F.Length, F.NewName)};

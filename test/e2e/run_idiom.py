@@ -127,6 +127,12 @@ IDIOMS = {
     # and through an alias for the test loader.
     "loader_returned_type": dict(
         exe="returned_loader", args=lambda b, i: [str(b)], models=1),
+    # The training loader in a struct member whose type is written out
+    # (std::unique_ptr<StatelessDataLoader<...>>), made in the constructor;
+    # the test loader rebuilt every epoch inside `evaluate()` over a dataset
+    # passed by lvalue (301 samples: exact shards).
+    "loaders_in_struct": dict(
+        exe="struct_loaders", args=lambda b, i: [str(b)], models=1),
     # `template <typename Loader> double train(Ball&, Loader&, ...)` and
     # `template <typename Loader> void test(Ball&, Loader&, ...)`; the train
     # loss is the mean of batch means (sum / batch_idx); clip_grad_value_.

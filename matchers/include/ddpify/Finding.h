@@ -50,6 +50,11 @@ enum class FindingForm {
   /// replaced by NewName (`ddp::make_data_loader` or
   /// `ddp::make_eval_data_loader`).
   DataLoaderCall,
+  /// R4: a written `torch::data::StatelessDataLoader` (qualifier included,
+  /// template arguments excluded) in the type of something that holds the
+  /// loader (a variable, parameter, member, return type or alias); replaced
+  /// by NewName (`ddp::DistributedDataLoader`, same template arguments).
+  DataLoaderType,
   /// R6: Offset (Length 0) is where the wrap statement goes, right after the
   /// model's placement; Names holds what the rewriter needs to spell it.
   ModelWrap,

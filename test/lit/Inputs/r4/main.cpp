@@ -154,8 +154,8 @@ int main(int argc, char **argv) {
       Squares(8), EveryOther(8), torch::data::DataLoaderOptions(2));
   auto stream = torch::data::make_data_loader(Stream(),
                                               torch::data::DataLoaderOptions(4));
-  std::unique_ptr<torch::data::StatelessDataLoader<
-      Squares, torch::data::samplers::SequentialSampler>>
+#define SEQUENTIAL_LOADER torch::data::StatelessDataLoader<Squares, torch::data::samplers::SequentialSampler>
+  std::unique_ptr<SEQUENTIAL_LOADER>
       typed = torch::data::make_data_loader<
           torch::data::samplers::SequentialSampler>(Squares(8), 2);
   auto in_macro = MAKE_LOADER(Squares(8));

@@ -20,7 +20,7 @@ void apply(const Batch &batch) {
 }
 void step(const Batch &batch) { apply(batch); }
 
-// A written loader type: ddp's loader type would not fit here.
+// A written loader type: respelled as ddp's.
 void fixed(torch::data::StatelessDataLoader<
            Ones, torch::data::samplers::RandomSampler> &loader) {
   for (auto &batch : loader)
