@@ -458,13 +458,48 @@ private:
       return;
     if (const auto *Loop = dyn_cast<CXXForRangeStmt>(S))
       if (Loop->getRangeInit() &&
-          isDataLoaderType(Loop->getRangeInit()->getType())) {
+          isDataLoaderType(Loop->getRangeInit()->getType()) &&
+          !isUnshardedLoader(Loop->getRangeInit())) {
         MetricLoop Result = analyze(Loop);
         if (!Result.Accumulators.empty() || !Result.Problem.empty())
           Loops.push_back(std::move(Result));
       }
     for (const Stmt *Child : S->children())
       collectLoops(Child, Loops);
+  }
+
+  /// A loader this function builds itself without make_data_loader
+  /// (`std::make_unique<StatelessDataLoader<...>>(...)`, a constructor):
+  /// R4 does not shard it, every rank reads all of it, and its sums are
+  /// already global. Reducing them would count each sample N times.
+  static bool isUnshardedLoader(const Expr *Range) {
+    Range = stripParensAndImplicit(Range)->IgnoreParenImpCasts();
+    if (const auto *Deref = dyn_cast<UnaryOperator>(Range))
+      Range = Deref->getSubExpr()->IgnoreParenImpCasts();
+    else if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Range))
+      if (Op->getOperator() == OO_Star && Op->getNumArgs() == 1)
+        Range = Op->getArg(0)->IgnoreParenImpCasts();
+    const auto *Ref = dyn_cast<DeclRefExpr>(Range);
+    const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+    if (!Var || isa<ParmVarDecl>(Var) || !Var->getInit())
+      return false;
+    const Expr *Init = stripParensAndImplicit(Var->getInit());
+    while (const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(Init)) {
+      // `StatelessDataLoader<...> loader(dataset, sampler, options)`.
+      if (isDataLoaderType(Construct->getType()))
+        return true;
+      if (Construct->getNumArgs() != 1)
+        return false;
+      Init = stripParensAndImplicit(Construct->getArg(0));
+    }
+    if (isa_and_nonnull<CXXNewExpr>(Init))
+      return true;
+    const auto *Call = dyn_cast_or_null<CallExpr>(Init);
+    const FunctionDecl *Callee = Call ? Call->getDirectCallee() : nullptr;
+    if (!Callee)
+      return false;
+    std::string Name = Callee->getQualifiedNameAsString();
+    return Name == "std::make_unique" || Name == "std::make_shared";
   }
 
   bool readAfter(const VarDecl *Var, const Stmt *Loop) {
