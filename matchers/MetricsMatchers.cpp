@@ -461,7 +461,7 @@ private:
           isDataLoaderType(Loop->getRangeInit()->getType()) &&
           !isUnshardedLoader(Loop->getRangeInit())) {
         MetricLoop Result = analyze(Loop);
-        if (!Result.Accumulators.empty() || !Result.Problem.empty())
+        if (!Result.Accumulators.empty() || !Result.Problems.empty())
           Loops.push_back(std::move(Result));
       }
     for (const Stmt *Child : S->children())
@@ -536,10 +536,10 @@ private:
 
   void problem(MetricLoop &Result, SourceLocation Loc,
                const std::string &Text) {
-    if (!Result.Problem.empty())
-      return;
-    Result.Problem = Text;
-    Result.ProblemLoc = Loc;
+    for (const MetricLoop::Problem &Known : Result.Problems)
+      if (Known.Loc == Loc)
+        return;
+    Result.Problems.push_back({Text, Loc});
   }
 
   MetricLoop analyze(const CXXForRangeStmt *Loop) {
@@ -686,15 +686,15 @@ public:
 private:
   void report(ASTContext &Context, const MetricLoop &Loop) {
     const SourceManager &SM = Context.getSourceManager();
-    if (!Loop.Problem.empty()) {
-      Finding F = Locator.make(Context, SourceRange(Loop.ProblemLoc), "R11", "",
+    for (const MetricLoop::Problem &Problem : Loop.Problems) {
+      Finding F = Locator.make(Context, SourceRange(Problem.Loc), "R11", "",
                                FindingForm::ReportOnly);
       if (!F.FilePath.empty() &&
           Seen.insert({F.FilePath, F.Offset, "metric-pattern"}).second) {
         F.Length = 0;
         F.ReportId = "metric-pattern";
-        F.NotRewrittenReason = Loop.Problem;
-        F.Message = Loop.Problem;
+        F.NotRewrittenReason = Problem.Text;
+        F.Message = Problem.Text;
         Findings.push_back(std::move(F));
       }
     }

@@ -57,10 +57,13 @@ struct MetricLoop {
   /// order, each with its kind (see FindingForm::MetricReduce's Names).
   std::vector<const clang::VarDecl *> Accumulators;
   std::vector<std::string> Kinds;
-  /// An accumulation that is not recognised (a metric-pattern report item):
-  /// why, and where.
-  std::string Problem;
-  clang::SourceLocation ProblemLoc;
+  /// Each accumulation that is not recognised (a metric-pattern report
+  /// item each): why, and where.
+  struct Problem {
+    std::string Text;
+    clang::SourceLocation Loc;
+  };
+  std::vector<Problem> Problems;
 };
 
 /// R11's analysis of every loader loop of Function (a definition that is
