@@ -501,11 +501,11 @@ std::string compilationDatabaseFolder(const ToolOptions &Options,
 }
 
 /// Where the header cache lives: --cache-dir, else $DDPIFY_CACHE_DIR, else
-/// `ddpify-cache` in the build folder holding compile_commands.json, but
-/// never in the user's tree (a database at the project root has no build
-/// folder: no cache then); empty for none.
-std::string cacheDirectory(const ToolOptions &Options, llvm::StringRef Root,
-                           llvm::StringRef BuildDir) {
+/// the user's cache folder (`$XDG_CACHE_HOME/ddpify`, else
+/// `~/.cache/ddpify`), never inside the project's own tree; empty for none.
+/// One folder serves every project and run: an entry's key holds the
+/// compiler arguments and the headers it was built from.
+std::string cacheDirectory(const ToolOptions &Options, llvm::StringRef Root) {
   if (Options.NoCache)
     return "";
   if (!Options.CacheDir.empty())
@@ -514,11 +514,13 @@ std::string cacheDirectory(const ToolOptions &Options, llvm::StringRef Root,
   if (std::optional<std::string> FromEnv =
           llvm::sys::Process::GetEnv("DDPIFY_CACHE_DIR"))
     return *FromEnv;
-  if (Options.HasFixedArgs || BuildDir.empty() || BuildDir == Root ||
-      isUnder(Root, BuildDir))
+  llvm::SmallString<256> Cache;
+  if (!llvm::sys::path::cache_directory(Cache) || Cache.empty())
     return "";
-  llvm::SmallString<256> Cache(BuildDir);
-  llvm::sys::path::append(Cache, "ddpify-cache");
+  llvm::sys::path::append(Cache, "ddpify");
+  std::string Real = absoluteRealPath(Cache);
+  if (isUnder(Real.empty() ? Cache.str() : llvm::StringRef(Real), Root))
+    return "";
   return Cache.str().str();
 }
 
@@ -684,7 +686,7 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
   // A precompiled <torch/torch.h> for the units that start with it.
   std::vector<std::vector<CompileCommand>> WithoutCache = Commands;
   Result.BuildDir = compilationDatabaseFolder(Options, Sources.front());
-  std::string CacheDir = cacheDirectory(Options, Result.Root, Result.BuildDir);
+  std::string CacheDir = cacheDirectory(Options, Result.Root);
   if (!CacheDir.empty()) {
     HeaderCache Cache(CacheDir);
     for (size_t I = 0; I < Sources.size(); ++I) {

@@ -106,8 +106,8 @@ cl::opt<unsigned>
 cl::opt<std::string> CacheDir(
     "cache-dir",
     cl::desc("Folder of the precompiled-header cache (default: "
-             "$DDPIFY_CACHE_DIR, else ddpify-cache in the build folder "
-             "holding compile_commands.json; never in the project tree)"),
+             "$DDPIFY_CACHE_DIR, else $XDG_CACHE_HOME/ddpify, else "
+             "~/.cache/ddpify; never in the project tree)"),
     cl::value_desc("dir"), cl::cat(DdpifyCategory));
 cl::opt<bool> NoCache("no-cache",
                       cl::desc("Parse every file from scratch (no "
