@@ -718,9 +718,12 @@ private:
     return L;
   }
 
+  /// Where the line holding Offset ends: its `\n`, or the `\r` of `\r\n`.
   static unsigned lineEnd(llvm::StringRef Code, unsigned Offset) {
     size_t At = Code.find('\n', Offset);
-    return At == llvm::StringRef::npos ? Code.size() : At;
+    if (At == llvm::StringRef::npos)
+      return Code.size();
+    return At > Offset && Code[At - 1] == '\r' ? At - 1 : At;
   }
 
   /// Re-indenting these lines would change a string literal.
@@ -797,9 +800,11 @@ private:
     First.F.Edits.push_back({L.Begin, 0, Open});
     addHoistReplacements(First);
     unsigned Last = lineEnd(L.Code, GroupEnd);
-    for (unsigned At = lineEnd(L.Code, L.Begin); At < Last;
-         At = lineEnd(L.Code, At + 1)) {
-      unsigned LineStart = At + 1;
+    // Every line after the first, up to the last: one step more.
+    for (size_t Newline = L.Code.find('\n', L.Begin);
+         Newline != llvm::StringRef::npos && Newline < Last;
+         Newline = L.Code.find('\n', Newline + 1)) {
+      unsigned LineStart = Newline + 1;
       llvm::StringRef Line =
           L.Code.slice(LineStart, lineEnd(L.Code, LineStart));
       if (Line.trim().empty())

@@ -128,22 +128,47 @@ llvm::Error EditSet::addRuntimeIncludes() {
   return llvm::Error::success();
 }
 
+/// The edits with the file's own line ending: in a file whose lines end
+/// with CRLF, a new line an edit makes ends with CRLF too.
+static clang::tooling::Replacements
+withLineEndingsOf(llvm::StringRef Code,
+                  const clang::tooling::Replacements &Edits) {
+  size_t FirstNewline = Code.find('\n');
+  if (FirstNewline == llvm::StringRef::npos || FirstNewline == 0 ||
+      Code[FirstNewline - 1] != '\r')
+    return Edits;
+  clang::tooling::Replacements Converted;
+  for (const clang::tooling::Replacement &Edit : Edits) {
+    std::string Text;
+    llvm::StringRef Old = Edit.getReplacementText();
+    for (size_t I = 0; I < Old.size(); ++I) {
+      if (Old[I] == '\n' && (I == 0 || Old[I - 1] != '\r'))
+        Text += '\r';
+      Text += Old[I];
+    }
+    llvm::cantFail(Converted.add(clang::tooling::Replacement(
+        Edit.getFilePath(), Edit.getOffset(), Edit.getLength(), Text)));
+  }
+  return Converted;
+}
+
 llvm::Expected<std::string> EditSet::apply(llvm::StringRef File) const {
   llvm::Expected<std::string> Code = readFile(File);
   if (!Code)
     return Code.takeError();
-  auto Edits = PerFile.find(File.str());
-  if (Edits == PerFile.end())
+  auto Found = PerFile.find(File.str());
+  if (Found == PerFile.end())
     return Code;
+  clang::tooling::Replacements Edits = withLineEndingsOf(*Code, Found->second);
   if (FormatStyle == "none" || !isCOrCxxFile(File))
-    return clang::tooling::applyAllReplacements(*Code, Edits->second);
+    return clang::tooling::applyAllReplacements(*Code, Edits);
   llvm::Expected<clang::format::FormatStyle> Style =
       formatStyleFor(FormatStyle, File, *Code);
   if (!Style)
     return Style.takeError();
   // The edits plus the formatting of the lines they touch, nothing else.
   llvm::Expected<clang::tooling::Replacements> Formatted =
-      clang::format::formatReplacements(*Code, Edits->second, *Style);
+      clang::format::formatReplacements(*Code, Edits, *Style);
   if (!Formatted)
     return Formatted.takeError();
   return clang::tooling::applyAllReplacements(*Code, *Formatted);
