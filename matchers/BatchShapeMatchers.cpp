@@ -73,18 +73,6 @@ public:
   }
 
 private:
-  /// The variable a loop's range names: `*loader`, `loader`.
-  static const VarDecl *loaderVariable(const Expr *Range) {
-    Range = strip(Range);
-    if (const auto *Deref = dyn_cast<UnaryOperator>(Range))
-      Range = strip(Deref->getSubExpr());
-    else if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Range))
-      if (Op->getOperator() == OO_Star && Op->getNumArgs() == 1)
-        Range = strip(Op->getArg(0));
-    const auto *Ref = dyn_cast_or_null<DeclRefExpr>(Range);
-    return Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
-  }
-
   std::optional<BatchSize> loaderBatchSize(const Expr *Range) {
     const VarDecl *Loader = loaderVariable(Range);
     if (!Loader || !Loader->getInit())

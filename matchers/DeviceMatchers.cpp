@@ -512,7 +512,7 @@ private:
     unsigned BodyOffset = 0;      ///< The body's `{`: one site per function.
     unsigned StatementOffset = 0; ///< The body's statement holding the edit.
     std::string Indent;
-    std::string FunctionText; ///< For names the function already uses.
+    const FunctionDecl *Function = nullptr; ///< Its names are taken.
   };
 
   void noteDeviceSite(const Finding &F, const Stmt *Call) {
@@ -549,22 +549,10 @@ private:
           !Locator.offsetIn(*Context, F, BeforeLast->getBeginLoc(),
                             Site.StatementOffset))
         return;
-      Site.FunctionText = sourceText(Function->getSourceRange());
+      Site.Function = Function;
       DeviceSites[{F.FilePath, F.Offset}] = std::move(Site);
       return;
     }
-  }
-
-  static bool mentionsIdentifier(llvm::StringRef Text, llvm::StringRef Name) {
-    auto IsIdentChar = [](char C) { return isalnum(C) || C == '_'; };
-    for (size_t At = Text.find(Name); At != llvm::StringRef::npos;
-         At = Text.find(Name, At + 1)) {
-      size_t After = At + Name.size();
-      if (!(At > 0 && IsIdentChar(Text[At - 1])) &&
-          !(After < Text.size() && IsIdentChar(Text[After])))
-        return true;
-    }
-    return false;
   }
 
   /// Several R3 edits of one function with no device in scope share one
@@ -588,9 +576,10 @@ private:
                 });
       Finding &First = *Group.front();
       const DeviceSite &Site = DeviceSites[{First.FilePath, First.Offset}];
+      std::string FunctionText = sourceText(Site.Function->getSourceRange());
       std::string Name;
       for (const char *Candidate : {"device", "process_device"})
-        if (!mentionsIdentifier(Site.FunctionText, Candidate)) {
+        if (!mentionsIdentifier(FunctionText, Candidate)) {
           Name = Candidate;
           break;
         }

@@ -37,13 +37,9 @@ public:
         hasAnyName("to", "cuda", "cpu"),
         ofClass(hasAnyName("::at::Tensor", "::at::TensorBase")))));
     // A whole statement: its value is used by nothing.
-    auto Statement = anyOf(hasParent(compoundStmt()), hasParent(ifStmt()),
-                           hasParent(forStmt()), hasParent(cxxForRangeStmt()),
-                           hasParent(whileStmt()), hasParent(doStmt()),
-                           hasParent(labelStmt()), hasParent(caseStmt()),
-                           hasParent(defaultStmt()));
     Finder.addMatcher(
-        expr(Statement, ignoringImplicit(Move.bind("move"))).bind("stmt"),
+        expr(isStatementLevel(), ignoringImplicit(Move.bind("move")))
+            .bind("stmt"),
         this);
   }
 

@@ -259,4 +259,37 @@ std::string deviceVariableInScope(ASTContext &Context, const Stmt *Site,
   return "";
 }
 
+clang::ast_matchers::internal::Matcher<Stmt> isStatementLevel() {
+  using namespace clang::ast_matchers;
+  return anyOf(
+      hasParent(compoundStmt()), hasParent(ifStmt()), hasParent(forStmt()),
+      hasParent(cxxForRangeStmt()), hasParent(whileStmt()), hasParent(doStmt()),
+      hasParent(labelStmt()), hasParent(caseStmt()), hasParent(defaultStmt()));
+}
+
+bool mentionsIdentifier(llvm::StringRef Text, llvm::StringRef Name) {
+  auto IsIdentChar = [](char C) { return isalnum(C) || C == '_'; };
+  for (size_t At = Text.find(Name); At != llvm::StringRef::npos;
+       At = Text.find(Name, At + 1)) {
+    size_t After = At + Name.size();
+    if (!(At > 0 && IsIdentChar(Text[At - 1])) &&
+        !(After < Text.size() && IsIdentChar(Text[After])))
+      return true;
+  }
+  return false;
+}
+
+const VarDecl *loaderVariable(const Expr *Range) {
+  if (!Range)
+    return nullptr;
+  Range = stripParensAndImplicit(Range)->IgnoreParenImpCasts();
+  if (const auto *Deref = dyn_cast<UnaryOperator>(Range))
+    Range = Deref->getSubExpr()->IgnoreParenImpCasts();
+  else if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Range))
+    if (Op->getOperator() == OO_Star && Op->getNumArgs() == 1)
+      Range = Op->getArg(0)->IgnoreParenImpCasts();
+  const auto *Ref = dyn_cast<DeclRefExpr>(Range);
+  return Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+}
+
 } // namespace ddpify

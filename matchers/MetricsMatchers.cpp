@@ -473,14 +473,7 @@ private:
   /// R4 does not shard it, every rank reads all of it, and its sums are
   /// already global. Reducing them would count each sample N times.
   static bool isUnshardedLoader(const Expr *Range) {
-    Range = stripParensAndImplicit(Range)->IgnoreParenImpCasts();
-    if (const auto *Deref = dyn_cast<UnaryOperator>(Range))
-      Range = Deref->getSubExpr()->IgnoreParenImpCasts();
-    else if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Range))
-      if (Op->getOperator() == OO_Star && Op->getNumArgs() == 1)
-        Range = Op->getArg(0)->IgnoreParenImpCasts();
-    const auto *Ref = dyn_cast<DeclRefExpr>(Range);
-    const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+    const VarDecl *Var = loaderVariable(Range);
     if (!Var || isa<ParmVarDecl>(Var) || !Var->getInit())
       return false;
     const Expr *Init = stripParensAndImplicit(Var->getInit());

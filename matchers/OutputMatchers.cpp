@@ -251,14 +251,7 @@ public:
   void registerMatchers(MatchFinder &Finder) override {
     // Every statement-level expression: its parent is a block or the body
     // of a control statement. The callback decides what it writes.
-    Finder.addMatcher(
-        expr(anyOf(hasParent(compoundStmt()), hasParent(ifStmt()),
-                   hasParent(forStmt()), hasParent(cxxForRangeStmt()),
-                   hasParent(whileStmt()), hasParent(doStmt()),
-                   hasParent(labelStmt()), hasParent(caseStmt()),
-                   hasParent(defaultStmt())))
-            .bind("stmt"),
-        this);
+    Finder.addMatcher(expr(isStatementLevel()).bind("stmt"), this);
     // Files opened for writing.
     Finder.addMatcher(
         cxxConstructExpr(hasDeclaration(cxxConstructorDecl(
@@ -603,27 +596,18 @@ private:
   /// A name no declaration or use in the enclosing function has yet.
   std::string freshName(const Stmt *S, const std::string &Wanted) {
     const Decl *Function = enclosingFunction(S);
-    std::string Body = Function ? sourceText(Function->getSourceRange()) : "";
-    std::set<std::string> &Taken = HoistNames[Function];
+    FunctionNames &Names = HoistNames[Function];
+    // The function's text is read once, with its first hoist.
+    if (!Names.TextRead && Function)
+      Names.Text = sourceText(Function->getSourceRange());
+    Names.TextRead = true;
     for (unsigned Suffix = 1;; ++Suffix) {
       std::string Name = Suffix == 1 ? Wanted : Wanted + std::to_string(Suffix);
-      if (!Taken.count(Name) && !mentionsIdentifier(Body, Name)) {
-        Taken.insert(Name);
+      if (!Names.Taken.count(Name) && !mentionsIdentifier(Names.Text, Name)) {
+        Names.Taken.insert(Name);
         return Name;
       }
     }
-  }
-
-  static bool mentionsIdentifier(llvm::StringRef Text, llvm::StringRef Name) {
-    auto IsIdentChar = [](char C) { return isalnum(C) || C == '_'; };
-    for (size_t At = Text.find(Name); At != llvm::StringRef::npos;
-         At = Text.find(Name, At + 1)) {
-      bool Before = At > 0 && IsIdentChar(Text[At - 1]);
-      size_t After = At + Name.size();
-      if (!Before && !(After < Text.size() && IsIdentChar(Text[After])))
-        return true;
-    }
-    return false;
   }
 
   const Decl *enclosingFunction(const Stmt *S) {
@@ -917,8 +901,14 @@ private:
   ASTContext *Context = nullptr;
   std::set<std::pair<std::string, unsigned>> Seen;
   std::vector<GuardCandidate> Candidates;
-  /// Names given to hoisted values, per enclosing function.
-  std::map<const Decl *, std::set<std::string>> HoistNames;
+  /// Per enclosing function: its text (the names it uses) and the names
+  /// given to hoisted values.
+  struct FunctionNames {
+    bool TextRead = false;
+    std::string Text;
+    std::set<std::string> Taken;
+  };
+  std::map<const Decl *, FunctionNames> HoistNames;
 };
 
 } // namespace

@@ -23,13 +23,8 @@ llvm::Error failure(const llvm::Twine &Message) {
 }
 
 std::string absoluteIn(llvm::StringRef Dir, llvm::StringRef Path) {
-  llvm::SmallString<256> Result;
-  if (llvm::sys::path::is_absolute(Path)) {
-    Result = Path;
-  } else {
-    Result = Dir;
-    llvm::sys::path::append(Result, Path);
-  }
+  llvm::SmallString<256> Result(Path);
+  llvm::sys::fs::make_absolute(Dir, Result);
   llvm::sys::path::remove_dots(Result, /*remove_dot_dot=*/true);
   // Changed files are real paths; a symlinked source folder must match them.
   llvm::SmallString<256> Real;

@@ -268,13 +268,8 @@ bool isBuildFile(llvm::StringRef Path) {
 }
 
 std::string normalise(llvm::StringRef Dir, llvm::StringRef Path) {
-  llvm::SmallString<256> Result;
-  if (llvm::sys::path::is_absolute(Path)) {
-    Result = Path;
-  } else {
-    Result = Dir;
-    llvm::sys::path::append(Result, Path);
-  }
+  llvm::SmallString<256> Result(Path);
+  llvm::sys::fs::make_absolute(Dir, Result);
   llvm::sys::path::remove_dots(Result, /*remove_dot_dot=*/true);
   return Result.str().str();
 }

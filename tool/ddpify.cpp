@@ -103,12 +103,12 @@ cl::opt<unsigned>
                   "core); edits are merged per file as with -j 1"),
          cl::init(0), cl::cat(DdpifyCategory));
 
-cl::opt<std::string> CacheDir(
-    "cache-dir",
-    cl::desc("Folder of the precompiled-header cache (default: "
-             "$DDPIFY_CACHE_DIR, else $XDG_CACHE_HOME/ddpify, else "
-             "~/.cache/ddpify; never in the project tree)"),
-    cl::value_desc("dir"), cl::cat(DdpifyCategory));
+cl::opt<std::string>
+    CacheDir("cache-dir",
+             cl::desc("Folder of the precompiled-header cache (default: "
+                      "$DDPIFY_CACHE_DIR, else $XDG_CACHE_HOME/ddpify, else "
+                      "~/.cache/ddpify; never in the project tree)"),
+             cl::value_desc("dir"), cl::cat(DdpifyCategory));
 cl::opt<bool> NoCache("no-cache",
                       cl::desc("Parse every file from scratch (no "
                                "precompiled-header cache)"),

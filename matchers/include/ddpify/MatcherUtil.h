@@ -11,6 +11,7 @@
 
 #include "ddpify/Finding.h"
 #include "clang/AST/ASTContext.h"
+#include "clang/ASTMatchers/ASTMatchers.h"
 #include "clang/Basic/SourceLocation.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -72,6 +73,18 @@ using DeviceInitFilter = llvm::function_ref<bool(const clang::Expr *Init)>;
 std::string deviceVariableInScope(clang::ASTContext &Context,
                                   const clang::Stmt *Site,
                                   DeviceInitFilter Accept);
+
+/// A statement-level node: its parent is a block or the body of a control
+/// statement (its value, if any, is used by nothing).
+clang::ast_matchers::internal::Matcher<clang::Stmt> isStatementLevel();
+
+/// Whether Name occurs in Text as a whole identifier (what a new local's
+/// name must not clash with).
+bool mentionsIdentifier(llvm::StringRef Text, llvm::StringRef Name);
+
+/// The variable a range-for over a loader names: `*loader`, `loader`; null
+/// for anything else.
+const clang::VarDecl *loaderVariable(const clang::Expr *Range);
 
 } // namespace ddpify
 

@@ -73,8 +73,7 @@ inline const char* output_path(const char* path) {
 }
 /// The same for a `std::string`, a `std::filesystem::path`, or any path type
 /// that can be made from a `const char*`.
-template <typename Path>
-Path output_path(const Path& path) {
+template <typename Path> Path output_path(const Path& path) {
   return is_main_process() ? path : Path(null_device_path());
 }
 
