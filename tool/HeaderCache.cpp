@@ -13,6 +13,8 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/xxhash.h"
+#include <algorithm>
+#include <set>
 
 using namespace clang;
 using namespace clang::tooling;
@@ -20,15 +22,34 @@ using namespace clang::tooling;
 namespace ddpify {
 namespace {
 
-constexpr llvm::StringLiteral ManifestHeader = "ddpify-pch 1";
+constexpr llvm::StringLiteral ManifestHeader = "ddpify-pch 2";
 
 std::string hex(uint64_t Value) { return llvm::utohexstr(Value, true, 16); }
 
 /// Every file the header was built from, system headers included (they are
-/// the point).
+/// the point); the others are marked, since a project's own header must never
+/// be precompiled (its bodies are skipped there).
 class AllDependencies : public DependencyCollector {
+public:
+  std::set<std::string> UserFiles;
+
+private:
   bool needSystemDependencies() override { return true; }
+  bool sawDependency(llvm::StringRef Filename, bool FromModule, bool IsSystem,
+                     bool IsModuleFile, bool IsMissing) override {
+    if (!IsSystem)
+      UserFiles.insert(Filename.str());
+    return DependencyCollector::sawDependency(Filename, FromModule, IsSystem,
+                                              IsModuleFile, IsMissing);
+  }
 };
+
+bool isUnder(llvm::StringRef Path, llvm::StringRef Root) {
+  if (Root.empty() || !Path.starts_with(Root))
+    return false;
+  return Path.size() == Root.size() ||
+         llvm::sys::path::is_separator(Path[Root.size()]);
+}
 
 class BuildPchAction : public GeneratePCHAction {
 public:
@@ -77,23 +98,35 @@ std::optional<uint64_t> hashFile(llvm::StringRef Path) {
   return llvm::xxh3_64bits((*Buffer)->getBuffer());
 }
 
-/// Whether every file the manifest lists still has the contents it had.
-bool manifestHolds(llvm::StringRef ManifestPath) {
+enum class ManifestState {
+  Stale,         ///< Missing, or a file it lists has changed.
+  Holds,         ///< Every file it lists has the contents it had.
+  ProjectHeader, ///< It holds, and lists one of the project's headers.
+};
+
+/// Whether every file the manifest lists still has the contents it had, and
+/// whether one of its user (non-system) headers is one of the project's.
+ManifestState manifestState(llvm::StringRef ManifestPath,
+                            llvm::StringRef Root) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Manifest =
       llvm::MemoryBuffer::getFile(ManifestPath);
   if (!Manifest)
-    return false;
+    return ManifestState::Stale;
   llvm::SmallVector<llvm::StringRef> Lines;
   (*Manifest)->getBuffer().split(Lines, '\n', -1, /*KeepEmpty=*/false);
   if (Lines.empty() || Lines.front() != ManifestHeader)
-    return false;
+    return ManifestState::Stale;
+  ManifestState State = ManifestState::Holds;
   for (llvm::StringRef Line : llvm::ArrayRef(Lines).drop_front()) {
-    auto [Hash, Path] = Line.split(' ');
+    auto [Hash, KindAndPath] = Line.split(' ');
+    auto [Kind, Path] = KindAndPath.split(' ');
     std::optional<uint64_t> Now = hashFile(Path);
     if (!Now || hex(*Now) != Hash)
-      return false;
+      return ManifestState::Stale;
+    if (Kind == "user" && isUnder(Path, Root))
+      State = ManifestState::ProjectHeader;
   }
-  return true;
+  return State;
 }
 
 /// Writes Contents to Path through a temporary file and a rename, so another
@@ -145,7 +178,13 @@ bool hasRelativePath(llvm::ArrayRef<std::string> Arguments) {
 
 } // namespace
 
-bool startsWithTorchInclude(llvm::StringRef Code) {
+namespace {
+
+/// Splits off the next directive line of Code (comments and blank lines
+/// skipped, line continuations joined); empty when Code holds no more, Other
+/// set when the next thing is not a directive.
+llvm::StringRef nextDirective(llvm::StringRef &Code, bool &Other) {
+  Other = false;
   bool InBlockComment = false;
   while (!Code.empty()) {
     auto [Line, Rest] = Code.split('\n');
@@ -158,30 +197,173 @@ bool startsWithTorchInclude(llvm::StringRef Code) {
       InBlockComment = false;
       Line = Line.drop_front(End + 2).trim();
     }
-    if (Line.consume_front("/*")) {
+    while (Line.consume_front("/*")) {
       size_t End = Line.find("*/");
       if (End == llvm::StringRef::npos) {
         InBlockComment = true;
-        continue;
+        Line = "";
+        break;
       }
       Line = Line.drop_front(End + 2).trim();
     }
     if (Line.empty() || Line.starts_with("//"))
       continue;
-    if (!Line.consume_front("#"))
-      return false;
-    Line = Line.ltrim();
-    if (Line.consume_front("pragma") && Line.trim() == "once")
-      continue;
-    if (!Line.consume_front("include"))
-      return false;
-    Line = Line.trim();
-    if (!Line.starts_with("<"))
-      return false;
-    if (Line.starts_with("<torch/torch.h>"))
-      return true;
+    if (!Line.starts_with("#") || Line.ends_with("\\")) {
+      Other = true;
+      return "";
+    }
+    return Line.drop_front().ltrim();
   }
-  return false;
+  return "";
+}
+
+/// The spelling of an include directive's header (`<h>` or `"h"`); empty
+/// when Directive is not an include of a spelled header.
+llvm::StringRef includedHeader(llvm::StringRef Directive) {
+  if (!Directive.consume_front("include"))
+    return "";
+  Directive = Directive.ltrim();
+  char Close = Directive.starts_with("<") ? '>' : '"';
+  if (!Directive.starts_with("<") && !Directive.starts_with("\""))
+    return "";
+  size_t End = Directive.find(Close, 1);
+  if (End == llvm::StringRef::npos)
+    return "";
+  llvm::StringRef After = Directive.drop_front(End + 1).trim();
+  if (!After.empty() && !After.starts_with("//") && !After.starts_with("/*"))
+    return "";
+  return Directive.take_front(End + 1);
+}
+
+bool isLibTorchHeader(llvm::StringRef Spelling) {
+  llvm::StringRef Name = Spelling.drop_front().drop_back();
+  return Name.starts_with("torch/") || Name.starts_with("ATen/") ||
+         Name.starts_with("c10/");
+}
+
+/// The folders a quoted include is looked up in after the includer's own
+/// (-iquote, then -I), absolute.
+std::vector<std::string> quoteSearchPath(const CompileCommand &Command) {
+  std::vector<std::string> Quote, Angle;
+  const std::vector<std::string> &Args = Command.CommandLine;
+  for (size_t I = 1; I < Args.size(); ++I) {
+    llvm::StringRef Arg = Args[I];
+    for (auto [Flag, List] : {std::pair{llvm::StringRef("-iquote"), &Quote},
+                              std::pair{llvm::StringRef("-I"), &Angle}}) {
+      if (!Arg.starts_with(Flag))
+        continue;
+      llvm::StringRef Value = Arg.drop_front(Flag.size());
+      if (Value.empty() && I + 1 < Args.size())
+        Value = Args[++I];
+      llvm::SmallString<256> Absolute(Value);
+      llvm::sys::fs::make_absolute(Command.Directory, Absolute);
+      List->push_back(Absolute.str().str());
+      break;
+    }
+  }
+  Quote.insert(Quote.end(), Angle.begin(), Angle.end());
+  return Quote;
+}
+
+class PrefixScan {
+public:
+  PrefixScan(const CompileCommand &Command, llvm::StringRef Root)
+      : SearchPath(quoteSearchPath(Command)), Root(Root) {}
+
+  /// Scans File (Code), following the project headers it includes first.
+  /// Returns whether the whole of File was include directives.
+  bool scan(llvm::StringRef File, llvm::StringRef Code, bool IsHeader,
+            unsigned Depth) {
+    bool Other = false;
+    bool First = true;
+    while (true) {
+      llvm::StringRef Directive = nextDirective(Code, Other);
+      if (Directive.empty())
+        return !Other;
+      bool WasFirst = First;
+      First = false;
+      if (Directive.consume_front("pragma") && Directive.trim() == "once")
+        continue;
+      // A header's include guard defines only its own macro.
+      if (IsHeader && WasFirst && Directive.consume_front("ifndef")) {
+        llvm::StringRef Guard = Directive.trim();
+        bool Defined = false;
+        llvm::StringRef Next = nextDirective(Code, Other);
+        if (Next.consume_front("define"))
+          Defined = Next.trim() == Guard;
+        if (!Defined || Guard.empty())
+          return false;
+        continue;
+      }
+      if (IsHeader && Directive.starts_with("endif") && Code.trim().empty())
+        return true;
+      llvm::StringRef Header = includedHeader(Directive);
+      if (Header.empty())
+        return false;
+      if (Header.starts_with("\"")) {
+        std::string Found = resolveQuoted(File, Header);
+        if (Found.empty())
+          return false;
+        // A project header is read on, never precompiled; any other goes
+        // into the prefix as written (the precompiled header finds it
+        // through the same -iquote/-I folders: only the includer's own
+        // folder, which is the project's, differs).
+        if (isUnder(Found, Root)) {
+          if (Depth >= 8 || !Visited.insert(Found).second)
+            return false;
+          llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Buffer =
+              llvm::MemoryBuffer::getFile(Found);
+          if (!Buffer || !scan(Found, (*Buffer)->getBuffer(), /*IsHeader=*/true,
+                               Depth + 1))
+            return false;
+          continue;
+        }
+      }
+      Prefix.push_back(Header.str());
+    }
+  }
+
+  std::vector<std::string> Prefix;
+
+private:
+  std::string resolveQuoted(llvm::StringRef Includer, llvm::StringRef Header) {
+    llvm::StringRef Name = Header.drop_front().drop_back();
+    auto Existing = [&](llvm::StringRef Dir) -> std::string {
+      llvm::SmallString<256> Path(Dir);
+      llvm::sys::path::append(Path, Name);
+      llvm::sys::path::remove_dots(Path, /*remove_dot_dot=*/true);
+      return llvm::sys::fs::is_regular_file(Path) ? Path.str().str() : "";
+    };
+    if (std::string Found = Existing(llvm::sys::path::parent_path(Includer));
+        !Found.empty())
+      return Found;
+    for (const std::string &Dir : SearchPath)
+      if (std::string Found = Existing(Dir); !Found.empty())
+        return Found;
+    return "";
+  }
+
+  std::vector<std::string> SearchPath;
+  std::string Root;
+  std::set<std::string> Visited;
+};
+
+} // namespace
+
+std::vector<std::string> precompilablePrefix(llvm::StringRef File,
+                                             llvm::StringRef Code,
+                                             const CompileCommand &Command,
+                                             llvm::StringRef Root) {
+  PrefixScan Scan(Command, Root);
+  Scan.scan(File, Code, /*IsHeader=*/false, 0);
+  std::vector<std::string> &Prefix = Scan.Prefix;
+  // Up to the last LibTorch header: what follows it is cheap to parse, and
+  // units that differ only there share one precompiled header.
+  auto LastTorch = std::find_if(
+      Prefix.rbegin(), Prefix.rend(),
+      [](const std::string &Header) { return isLibTorchHeader(Header); });
+  Prefix.erase(LastTorch.base(), Prefix.end());
+  return Prefix;
 }
 
 std::vector<std::string> headerArguments(const CompileCommand &Command) {
@@ -208,7 +390,10 @@ std::vector<std::string> headerArguments(const CompileCommand &Command) {
   return Kept;
 }
 
-std::string HeaderCache::pchFor(const CompileCommand &Command) {
+std::string HeaderCache::pchFor(const CompileCommand &Command,
+                                llvm::ArrayRef<std::string> Prefix) {
+  if (Prefix.empty())
+    return "";
   std::vector<std::string> Arguments = headerArguments(Command);
   // The folder matters only to relative paths: units of one project built in
   // several folders share the header.
@@ -217,6 +402,9 @@ std::string HeaderCache::pchFor(const CompileCommand &Command) {
     KeyText += Command.Directory;
   for (const std::string &Arg : llvm::ArrayRef(Arguments).drop_front())
     KeyText += '\0' + Arg;
+  KeyText += '\1';
+  for (const std::string &Header : Prefix)
+    KeyText += '\0' + Header;
   std::string Key = hex(llvm::xxh3_64bits(KeyText));
   auto Found = Known.find(Key);
   if (Found != Known.end())
@@ -225,14 +413,18 @@ std::string HeaderCache::pchFor(const CompileCommand &Command) {
   llvm::SmallString<256> KeyDir(Dir);
   llvm::sys::path::append(KeyDir, Key);
   llvm::SmallString<256> Pch(KeyDir), Manifest(KeyDir);
-  llvm::sys::path::append(Pch, "torch.pch");
+  llvm::sys::path::append(Pch, "prefix.pch");
   llvm::sys::path::append(Manifest, "manifest");
   std::string Result;
-  if (llvm::sys::fs::exists(Pch) && manifestHolds(Manifest)) {
+  ManifestState State = manifestState(Manifest, Root);
+  if (State == ManifestState::Holds && llvm::sys::fs::exists(Pch)) {
     Result = Pch.str().str();
     Events.push_back("hit " + Key);
+  } else if (State == ManifestState::ProjectHeader) {
+    // Known from an earlier run: not built again.
+    Events.push_back("refused " + Key);
   } else {
-    Result = build(Command, KeyDir);
+    Result = build(Command, Prefix, KeyDir);
     Events.push_back((Result.empty() ? "none " : "built ") + Key);
   }
   Known[Key] = Result;
@@ -240,14 +432,18 @@ std::string HeaderCache::pchFor(const CompileCommand &Command) {
 }
 
 std::string HeaderCache::build(const CompileCommand &Command,
+                               llvm::ArrayRef<std::string> Prefix,
                                llvm::StringRef KeyDir) {
   if (llvm::sys::fs::create_directories(KeyDir))
     return "";
   llvm::SmallString<256> Header(KeyDir), Pch(KeyDir), Manifest(KeyDir);
-  llvm::sys::path::append(Header, "torch.hpp");
-  llvm::sys::path::append(Pch, "torch.pch");
+  llvm::sys::path::append(Header, "prefix.hpp");
+  llvm::sys::path::append(Pch, "prefix.pch");
   llvm::sys::path::append(Manifest, "manifest");
-  if (!writeAtomically(Header, "#include <torch/torch.h>\n"))
+  std::string HeaderText;
+  for (const std::string &Included : Prefix)
+    HeaderText += "#include " + Included + "\n";
+  if (!writeAtomically(Header, HeaderText))
     return "";
 
   // FixedCompilationDatabase adds its own argv[0] and the file.
@@ -274,16 +470,50 @@ std::string HeaderCache::build(const CompileCommand &Command,
     return "";
   }
 
-  std::string ManifestText = ManifestHeader.str() + "\n";
-  for (const std::string &Dependency : Dependencies->getDependencies()) {
+  auto Absolute = [&](llvm::StringRef Dependency) {
     llvm::SmallString<256> Path(Dependency);
     llvm::sys::fs::make_absolute(Command.Directory, Path);
+    llvm::sys::path::remove_dots(Path, /*remove_dot_dot=*/true);
+    return Path.str().str();
+  };
+  // LibTorch unpacked into the project and found with -I is no project code:
+  // its include folders are the ones holding its marker headers.
+  std::vector<std::string> LibTorchDirs;
+  for (const std::string &Dependency : Dependencies->getDependencies()) {
+    std::string Path = Absolute(Dependency);
+    for (llvm::StringRef Marker :
+         {"/c10/macros/Macros.h", "/torch/torch.h", "/ATen/ATen.h"})
+      if (llvm::StringRef(Path).ends_with(Marker))
+        LibTorchDirs.push_back(Path.substr(0, Path.size() - Marker.size()));
+  }
+  std::string ManifestText = ManifestHeader.str() + "\n";
+  bool ProjectHeader = false;
+  for (const std::string &Dependency : Dependencies->getDependencies()) {
+    std::string Path = Absolute(Dependency);
+    llvm::StringRef Kind = "system";
+    if (Path == Header)
+      Kind = "prefix";
+    else if (Dependencies->UserFiles.count(Dependency))
+      Kind = llvm::any_of(
+                 LibTorchDirs,
+                 [&](const std::string &Dir) { return isUnder(Path, Dir); })
+                 ? "libtorch"
+                 : "user";
     std::optional<uint64_t> Hash = hashFile(Path);
     if (!Hash) {
       llvm::sys::fs::remove(Temp);
       return "";
     }
-    ManifestText += hex(*Hash) + " " + Path.str().str() + "\n";
+    ProjectHeader |= Kind == "user" && isUnder(Path, Root);
+    ManifestText += hex(*Hash) + " " + Kind.str() + " " + Path + "\n";
+  }
+  // A project header reached through an angle include: the unit parses
+  // without a precompiled header (its bodies would be skipped there); the
+  // manifest remembers that until one of those files changes.
+  if (ProjectHeader) {
+    llvm::sys::fs::remove(Temp);
+    writeAtomically(Manifest, ManifestText);
+    return "";
   }
   // The PCH first: a manifest never vouches for a PCH that is not there.
   if (llvm::sys::fs::rename(Temp, Pch) ||

@@ -1,12 +1,16 @@
-//===- HeaderCache.h - A precompiled <torch/torch.h> kept between runs -*- C++
+//===- HeaderCache.h - Precompiled LibTorch headers kept between runs -*- C++
 //-*-===//
 //
-// Every LibTorch translation unit starts by parsing <torch/torch.h>, most of
-// the cost of a run. The cache holds a precompiled header of it (function
-// bodies skipped: no matcher looks inside LibTorch) per set of compiler
-// arguments, reused by every translation unit and every run. Its manifest
-// holds a hash of each header it was built from, so a changed header (or a
-// changed flag, which is part of the key) builds a new one.
+// Every LibTorch translation unit starts by parsing LibTorch's headers, most
+// of the cost of a run. The cache holds a precompiled header (function bodies
+// skipped: no matcher looks inside LibTorch) per set of compiler arguments and
+// per distinct include prefix -- the system headers a unit includes before
+// anything else, read on through the project headers it includes first --
+// reused by every translation unit and every run. Unlike clangd's
+// PrecompiledPreamble it never holds a project header: the matchers need
+// those whole. Its manifest holds a hash of each header it was built from, so
+// a changed header (or a changed flag, which is part of the key) builds a new
+// one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,13 +27,17 @@ namespace ddpify {
 
 class HeaderCache {
 public:
-  explicit HeaderCache(std::string Dir) : Dir(std::move(Dir)) {}
+  /// Root: the project, whose headers are never precompiled.
+  HeaderCache(std::string Dir, std::string Root)
+      : Dir(std::move(Dir)), Root(std::move(Root)) {}
 
-  /// The precompiled header Command's translation unit can be parsed with
-  /// (`-include-pch`), built now when missing or stale; empty when the unit
-  /// cannot use one (see startsWithTorchInclude) or it could not be built.
-  /// Not thread-safe: call it before parsing in parallel.
-  std::string pchFor(const clang::tooling::CompileCommand &Command);
+  /// The precompiled header of Prefix (see precompilablePrefix) that
+  /// Command's translation unit can be parsed with (`-include-pch`), built now
+  /// when missing or stale; empty when Prefix is empty, it reaches a project
+  /// header or it could not be built. Not thread-safe: call it before parsing
+  /// in parallel.
+  std::string pchFor(const clang::tooling::CompileCommand &Command,
+                     llvm::ArrayRef<std::string> Prefix);
 
   /// What happened, for tests and --verbose-cache: "hit", "built" or "none"
   /// per key, in order.
@@ -37,17 +45,26 @@ public:
 
 private:
   std::string build(const clang::tooling::CompileCommand &Command,
-                    llvm::StringRef KeyDir);
+                    llvm::ArrayRef<std::string> Prefix, llvm::StringRef KeyDir);
 
   std::string Dir;
+  std::string Root;
   llvm::StringMap<std::string> Known; ///< Key -> PCH path ("" if unusable).
   std::vector<std::string> Events;
 };
 
-/// Whether Code's first directive is `#include <torch/torch.h>`, after
-/// comments, blank lines and `#include <...>` of other headers only: then
-/// parsing it with that header precompiled in front means the same.
-bool startsWithTorchInclude(llvm::StringRef Code);
+/// The headers (`<h>`, or `"h"` found outside Root) that File (Code)
+/// includes before anything else, in order, up to the last LibTorch header
+/// (torch/, ATen/, c10/) among them; a project header included there (found
+/// under Root through the includer's folder, -iquote or -I) is read on when
+/// it holds only its include guard and such includes. Parsing the unit with a
+/// header of exactly these lines precompiled in front means the same. Empty
+/// when the unit starts otherwise (a #define, code) before any LibTorch
+/// header.
+std::vector<std::string>
+precompilablePrefix(llvm::StringRef File, llvm::StringRef Code,
+                    const clang::tooling::CompileCommand &Command,
+                    llvm::StringRef Root);
 
 /// The compiler arguments of Command that shape the header's meaning: the
 /// source, its output and dependency-file options removed.

@@ -683,12 +683,12 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
     llvm::errs() << "\n";
   }
 
-  // A precompiled <torch/torch.h> for the units that start with it.
+  // Precompiled LibTorch headers for the units that start with them.
   std::vector<std::vector<CompileCommand>> WithoutCache = Commands;
   Result.BuildDir = compilationDatabaseFolder(Options, Sources.front());
   std::string CacheDir = cacheDirectory(Options, Result.Root);
   if (!CacheDir.empty()) {
-    HeaderCache Cache(CacheDir);
+    HeaderCache Cache(CacheDir, Result.Root);
     for (size_t I = 0; I < Sources.size(); ++I) {
       if (Commands[I].empty())
         continue;
@@ -697,9 +697,10 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
         llvm::consumeError(Code.takeError());
         continue;
       }
-      if (!startsWithTorchInclude(*Code))
-        continue;
-      std::string Pch = Cache.pchFor(Commands[I].front());
+      std::string Pch =
+          Cache.pchFor(Commands[I].front(),
+                       precompilablePrefix(Sources[I], *Code,
+                                           Commands[I].front(), Result.Root));
       if (Pch.empty())
         continue;
       for (CompileCommand &Command : Commands[I])

@@ -1,0 +1,3 @@
+#pragma once
+// Nothing but includes: the prefix reads on after it.
+#include <torch/nn.h>
