@@ -3,14 +3,18 @@
 // Two lint-only checks built on one intraprocedural analysis of where each
 // tensor value lives:
 //
-// ddp-device-mismatch: walks each function body in source order, carrying
-// the placement of every local tensor (`.cuda()`, `.cpu()`, `.to(...)`, a
-// factory with or without a device option, a module's output, a helper's
-// return) through declarations and assignments, and warns at an operation
-// that combines two placements that differ for certain at run time.
-// Branches merge (different placements on two paths become unknown), loops
-// and switches forget what their bodies assign, and anything not understood
-// is unknown; unknown never warns.
+// ddp-device-mismatch: a forward dataflow analysis on each function's clang
+// CFG of the placement of every local tensor (`.cuda()`, `.cpu()`, `.to(...)`,
+// a factory with or without a device option, a module's output, a helper's
+// return) through declarations and assignments; it warns at an operation
+// that combines two placements that differ for certain at run time. The
+// placements form a lattice: the CPU, cuda:N, the current CUDA device, the
+// process's device (a device variable), some CUDA device, unknown. Paths join
+// to what they agree on (two CUDA placements: some CUDA device), an operation
+// on disagreeing CUDA placements yields some CUDA device (still a mismatch
+// against the CPU), and loops are iterated to a fixed point; reports are made
+// in one last pass over the fixed point. Anything not understood is unknown;
+// unknown never warns.
 //
 // ddp-cpu-factory-in-forward: a tensor factory without a device inside a
 // torch::nn::Module's `forward`; the fix-it data (where to add the device
@@ -22,15 +26,20 @@
 #include "ddpify/MatcherUtil.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ExprCXX.h"
+#include "clang/AST/ParentMap.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/AST/StmtCXX.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
+#include "clang/Analysis/Analyses/PostOrderCFGView.h"
+#include "clang/Analysis/CFG.h"
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/Lexer.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
 #include <functional>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -228,6 +237,8 @@ bool conflict(const Place &A, const Place &B, std::string &Why) {
   const Place &Other = A.K == Kind::Var ? B : A;
   if (A.K == Kind::Var && B.K == Kind::Var)
     return false; // Two device variables may hold the same device.
+  if (Var.K == Kind::Var && Other.K == Kind::Cuda && Other.Index == -2)
+    return false; // Some CUDA device may be the process's.
   if (Var.K == Kind::Var) {
     if (Other.K == Kind::Cpu)
       Why = "this fails whenever '" + Var.VarName +
@@ -254,10 +265,24 @@ bool conflict(const Place &A, const Place &B, std::string &Why) {
   return false;
 }
 
+/// Whether P is on a CUDA device (a device variable is, in a DDP job on GPUs).
+bool onCuda(const Place &P) { return P.K == Kind::Cuda || P.K == Kind::Var; }
+
+Place someCuda(SourceRange Origin, std::string How) {
+  Place P;
+  P.K = Kind::Cuda;
+  P.Index = -2;
+  P.Origin = Origin;
+  P.How = std::move(How);
+  return P;
+}
+
 /// The placement of an operation's result from its operands' (assuming it
-/// ran: then the known operands agree, CPU scalars aside).
-Place join(const std::vector<Place> &Operands) {
-  const Place *Found = nullptr;
+/// ran: then the known operands agree, CPU scalars aside, or are all on CUDA
+/// devices: some CUDA device).
+Place join(const std::vector<Place> &Operands, SourceRange At,
+           llvm::StringRef OpName) {
+  std::optional<Place> Found;
   const Place *CpuScalar = nullptr;
   for (const Place &P : Operands) {
     if (!P.known())
@@ -267,8 +292,13 @@ Place join(const std::vector<Place> &Operands) {
       continue;
     }
     if (!Found)
-      Found = &P;
-    else if (!Found->same(P))
+      Found = P;
+    else if (Found->same(P))
+      continue;
+    else if (onCuda(*Found) && onCuda(P))
+      Found = someCuda(At, "'" + OpName.str() +
+                               "' of tensors on different CUDA devices");
+    else
       return unknown();
   }
   Place R = Found ? *Found : CpuScalar ? *CpuScalar : unknown();
@@ -276,25 +306,77 @@ Place join(const std::vector<Place> &Operands) {
   return R;
 }
 
+/// Where a value is after one of two paths (Old: the one seen first, whose
+/// origin is kept): what both agree on.
+Place joinPaths(const Place &Old, const Place &New) {
+  if (Old.same(New)) {
+    Place R = Old;
+    R.Scalar = Old.Scalar && New.Scalar;
+    return R;
+  }
+  if (onCuda(Old) && onCuda(New)) {
+    Place R = someCuda(Old.Origin, Old.How + " on one path (" + describe(New) +
+                                       " on another)");
+    if (Old.K == Kind::Cuda && Old.Index == -2)
+      R.How = Old.How;
+    R.Scalar = Old.Scalar && New.Scalar;
+    return R;
+  }
+  return unknown();
+}
+
 struct Env {
   llvm::DenseMap<const ValueDecl *, Place> Vars;
-  bool Dead = false; ///< After return / break / continue / throw.
+
+  bool operator==(const Env &O) const {
+    if (Vars.size() != O.Vars.size())
+      return false;
+    for (const auto &[Decl, P] : Vars) {
+      auto It = O.Vars.find(Decl);
+      if (It == O.Vars.end() || !It->second.same(P) ||
+          It->second.Scalar != P.Scalar)
+        return false;
+    }
+    return true;
+  }
 };
 
-Env merge(const Env &A, const Env &B) {
-  if (A.Dead)
-    return B;
-  if (B.Dead)
-    return A;
+/// The state after either of two paths; a variable one path never set is
+/// unknown (the other path's value, or whatever it held before).
+Env joinEnvs(const Env &Old, const Env &New) {
   Env R;
-  for (const auto &[Decl, P] : A.Vars) {
-    auto It = B.Vars.find(Decl);
-    R.Vars[Decl] = It != B.Vars.end() && It->second.same(P) ? P : unknown();
+  for (const auto &[Decl, P] : Old.Vars) {
+    auto It = New.Vars.find(Decl);
+    R.Vars[Decl] = It != New.Vars.end() ? joinPaths(P, It->second) : unknown();
   }
-  for (const auto &[Decl, P] : B.Vars)
-    if (!A.Vars.count(Decl))
+  for (const auto &[Decl, P] : New.Vars)
+    if (!Old.Vars.count(Decl))
       R.Vars[Decl] = unknown();
   return R;
+}
+
+/// Whether Type holds a module (a holder such as `Net`, a module class or a
+/// pointer or reference to one).
+bool isModuleValue(QualType Type) {
+  if (Type.isNull())
+    return false;
+  Type = Type.getNonReferenceType();
+  if (Type->isPointerType())
+    Type = Type->getPointeeType();
+  const CXXRecordDecl *Record = recordOf(Type);
+  if (!Record)
+    return false;
+  if (isModuleClass(Record))
+    return true;
+  for (const CXXRecordDecl *R = Record; R;) {
+    const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(R);
+    if (Spec && Spec->getQualifiedNameAsString() == "torch::nn::ModuleHolder")
+      return true;
+    if (!R->hasDefinition() || R->getDefinition()->getNumBases() != 1)
+      return false;
+    R = recordOf(R->getDefinition()->bases_begin()->getType());
+  }
+  return false;
 }
 
 // --- Per-function facts gathered before the walk ---------------------------
@@ -305,7 +387,6 @@ Env merge(const Env &A, const Env &B) {
 class FunctionFacts : public RecursiveASTVisitor<FunctionFacts> {
 public:
   llvm::DenseSet<const ValueDecl *> Assigned, Escaped;
-  bool HasGoto = false;
 
   static const ValueDecl *refDecl(const Expr *E) {
     E = E ? E->IgnoreParenImpCasts() : nullptr;
@@ -365,19 +446,14 @@ public:
       if (Param >= Callee->getNumParams())
         break;
       QualType Type = Callee->getParamDecl(Param)->getType();
+      // A module passed by reference (`train(Net &net)`) is followed into
+      // the call and forgotten after it (evalUserCall).
       if (Type->isLValueReferenceType() &&
-          !Type.getNonReferenceType().isConstQualified())
+          !Type.getNonReferenceType().isConstQualified() &&
+          !isModuleValue(Type))
         if (const ValueDecl *D = refDecl(Call->getArg(I)))
           Escaped.insert(D);
     }
-    return true;
-  }
-  bool VisitGotoStmt(GotoStmt *) {
-    HasGoto = true;
-    return true;
-  }
-  bool VisitIndirectGotoStmt(IndirectGotoStmt *) {
-    HasGoto = true;
     return true;
   }
 };
@@ -398,51 +474,25 @@ const ValueDecl *rootDecl(const Expr *E) {
   return FunctionFacts::refDecl(E);
 }
 
-/// Variables assigned inside one statement (a loop body, a switch, a try).
-class AssignedIn : public RecursiveASTVisitor<AssignedIn> {
-public:
-  llvm::DenseSet<const ValueDecl *> Decls;
-  bool VisitBinaryOperator(BinaryOperator *Op) {
-    if (Op->isAssignmentOp())
-      if (const ValueDecl *D = FunctionFacts::refDecl(Op->getLHS()))
-        Decls.insert(D);
-    return true;
-  }
-  bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Op) {
-    if (Op->getNumArgs() >= 1 && Op->getOperator() == OO_Equal)
-      if (const ValueDecl *D = FunctionFacts::refDecl(Op->getArg(0)))
-        Decls.insert(D);
-    return true;
-  }
-  bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
-    // `model->to(device)` inside a loop changes the model's placement.
-    const CXXMethodDecl *Method = Call->getMethodDecl();
-    if (Method && Method->getName() == "to" &&
-        isModuleClass(Method->getParent()))
-      if (const ValueDecl *D = rootDecl(Call->getImplicitObjectArgument()))
-        Decls.insert(D);
-    return true;
-  }
-};
-
 // --- The module and its per-function analysis ------------------------------
 
 class PlacementMatchers;
 
 class Analysis {
 public:
+  /// Params: the placements of some parameters at one call (an analysis in
+  /// that context); Quiet: report nothing.
   Analysis(PlacementMatchers &Module, ASTContext &Context,
-           const FunctionDecl *Function)
-      : Module(Module), Context(Context), Function(Function) {}
+           const FunctionDecl *Function, Env Params = Env(), bool Quiet = false)
+      : Module(Module), Context(Context), Function(Function),
+        Params(std::move(Params)), Quiet(Quiet) {}
 
-  /// Walks the body; returns the placement every return agrees on.
+  /// Analyses the body; returns the placement every return agrees on.
   Place run();
 
 private:
   // Statements.
-  void walk(const Stmt *S);
-  void walkLoop(const Stmt *Loop, llvm::function_ref<void()> Body);
-  void forget(const Stmt *S);
+  void transfer(const Stmt *S);
 
   // Expressions.
   Place eval(const Expr *E);
@@ -455,6 +505,7 @@ private:
   void tensorOperands(const Expr *Arg,
                       std::vector<std::pair<const Expr *, Place>> &Out);
   Place evalCall(const CallExpr *Call);
+  Place evalUserCall(const CallExpr *Call, const FunctionDecl *Callee);
   Place evalFactory(const CallExpr *Call, const FunctionDecl *Callee);
   Place evalTensorMethod(const CXXMemberCallExpr *Call);
   Place evalModuleCall(const Expr *Call, const Expr *Object,
@@ -472,10 +523,12 @@ private:
   const FunctionDecl *Function;
   FunctionFacts Facts;
   Env Cur;
+  Env Params;
+  bool Quiet;
   std::vector<Place> Returns;
-  bool ReturnUnknown = false;
-  /// Variables a switch assigns: forgotten at each case label.
-  std::vector<llvm::DenseSet<const ValueDecl *>> SwitchAssigned;
+  /// Reports and returns are taken in the last pass, over the fixed point.
+  bool FinalPass = false;
+  bool Reporting = false;
   /// The object of a `.to(...)` / `.cuda()` being evaluated: a factory
   /// there is moved at once.
   const Expr *MovedObject = nullptr;
@@ -494,6 +547,8 @@ public:
 
   void onStartOfTranslationUnit() override {
     Summaries.clear();
+    ContextSummaries.clear();
+    ReportedContexts.clear();
     InProgress.clear();
     Reported.clear();
     Locator.reset();
@@ -521,6 +576,42 @@ public:
     Place Summary = Analysis(*this, Context, Function).run();
     InProgress.erase(Function);
     Summaries[Function] = Summary;
+    return Summary;
+  }
+
+  /// Analyses Function as called with Params (the placements of some of its
+  /// parameters at a call) and returns its returned tensor's placement; once
+  /// per distinct context quietly, and once more reporting what it finds
+  /// when Report (the caller's last pass) asks.
+  Place summaryAt(ASTContext &Context, const FunctionDecl *Function,
+                  const Env &Params, bool Report) {
+    Function = Function->getDefinition() ? Function->getDefinition() : Function;
+    std::string Key = std::to_string(reinterpret_cast<uintptr_t>(Function));
+    std::vector<std::pair<const ValueDecl *, Place>> Sorted(Params.Vars.begin(),
+                                                            Params.Vars.end());
+    llvm::sort(Sorted, [](const auto &A, const auto &B) {
+      return A.first->getLocation() < B.first->getLocation();
+    });
+    for (const auto &[Decl, P] : Sorted)
+      Key += llvm::formatv("|{0}:{1}:{2}:{3}:{4}",
+                           reinterpret_cast<uintptr_t>(Decl), int(P.K), P.Index,
+                           reinterpret_cast<uintptr_t>(P.Var), P.Scalar)
+                 .str();
+    auto Done = ContextSummaries.find(Key);
+    if (Done != ContextSummaries.end() &&
+        (!Report || ReportedContexts.count(Key)))
+      return Done->second;
+    // Calls are followed three deep, and never into a function being
+    // analysed.
+    if (!isAnalysable(Context, Function) || InProgress.size() >= 3 ||
+        !InProgress.insert(Function).second)
+      return unknown();
+    Place Summary =
+        Analysis(*this, Context, Function, Params, /*Quiet=*/!Report).run();
+    InProgress.erase(Function);
+    ContextSummaries[Key] = Summary;
+    if (Report)
+      ReportedContexts.insert(Key);
     return Summary;
   }
 
@@ -568,6 +659,8 @@ private:
   FindingList &Findings;
   FindingLocator Locator;
   llvm::DenseMap<const FunctionDecl *, Place> Summaries;
+  std::map<std::string, Place> ContextSummaries;
+  std::set<std::string> ReportedContexts;
   llvm::DenseSet<const FunctionDecl *> InProgress;
   std::set<std::tuple<std::string, unsigned, std::string>> Reported;
 };
@@ -575,12 +668,115 @@ private:
 // --- Analysis: statements --------------------------------------------------
 
 Place Analysis::run() {
-  const Stmt *Body = Function->getBody();
-  Facts.TraverseStmt(const_cast<Stmt *>(Body));
-  if (Facts.HasGoto || isa<CoroutineBodyStmt>(Body))
-    return unknown(); // Not straight-line code: nothing is claimed.
-  walk(Body);
-  if (ReturnUnknown || Returns.empty())
+  Stmt *Body = Function->getBody();
+  Facts.TraverseStmt(Body);
+  if (isa<CoroutineBodyStmt>(Body))
+    return unknown(); // Its suspensions are not in the CFG.
+  std::unique_ptr<CFG> Graph =
+      CFG::buildCFG(Function, Body, &Context, CFG::BuildOptions());
+  if (!Graph)
+    return unknown();
+
+  // A block's statements, each evaluated whole: an element that is part of
+  // a larger element (a `?:` operand, a declaration's initialiser) is
+  // evaluated with it.
+  ParentMap Parents(Body);
+  llvm::DenseSet<const Stmt *> Elements;
+  for (const CFGBlock *Block : *Graph)
+    for (const CFGElement &Element : *Block)
+      if (std::optional<CFGStmt> S = Element.getAs<CFGStmt>())
+        Elements.insert(S->getStmt());
+  for (const auto &[Synthetic, Original] : Graph->synthetic_stmts())
+    Elements.insert(Original);
+  llvm::DenseMap<const CFGBlock *, std::vector<const Stmt *>> Roots;
+  // The try statements each block lies in: an exception can leave for their
+  // handlers from any point of the block.
+  llvm::DenseMap<const CFGBlock *, llvm::SmallPtrSet<const Stmt *, 2>> Tries;
+  for (const CFGBlock *Block : *Graph)
+    for (const CFGElement &Element : *Block) {
+      std::optional<CFGStmt> S = Element.getAs<CFGStmt>();
+      if (!S)
+        continue;
+      bool Root = true;
+      const Stmt *Child = S->getStmt();
+      for (const Stmt *P = Parents.getParent(Child); P;
+           Child = P, P = Parents.getParent(P)) {
+        Root &= !Elements.count(P);
+        if (const auto *Try = dyn_cast<CXXTryStmt>(P))
+          if (Try->getTryBlock() == Child)
+            Tries[Block].insert(Try);
+      }
+      if (Root)
+        Roots[Block].push_back(S->getStmt());
+    }
+
+  // Reverse post-order, then the blocks it does not reach from the entry
+  // (handlers: CFG has no edges for exceptions).
+  std::vector<const CFGBlock *> Order;
+  llvm::SmallPtrSet<const CFGBlock *, 32> Ordered;
+  for (const CFGBlock *Block : PostOrderCFGView(Graph.get())) {
+    Order.push_back(Block);
+    Ordered.insert(Block);
+  }
+  for (const CFGBlock *Block : *Graph)
+    if (!Ordered.count(Block))
+      Order.push_back(Block);
+  llvm::DenseMap<const CFGBlock *, Env> In, Out;
+  auto Incoming = [&](const CFGBlock *Block) -> std::optional<Env> {
+    std::optional<Env> R;
+    auto Add = [&](const Env &E) { R = R ? joinEnvs(*R, E) : E; };
+    if (Block == &Graph->getEntry())
+      Add(Params);
+    for (const CFGBlock::AdjacentBlock &Pred : Block->preds())
+      if (const CFGBlock *P = Pred.getReachableBlock())
+        if (auto It = Out.find(P); It != Out.end())
+          Add(It->second);
+    // A handler: the state at any point of its try block.
+    if (const auto *Catch = dyn_cast_or_null<CXXCatchStmt>(Block->getLabel()))
+      for (const auto &[Other, InTries] : Tries)
+        if (InTries.count(Parents.getParent(Catch)) && In.count(Other)) {
+          Add(In[Other]);
+          Add(Out[Other]);
+        }
+    return R;
+  };
+  auto Transfer = [&](const CFGBlock *Block) {
+    for (const Stmt *S : Roots.lookup(Block))
+      transfer(S);
+  };
+  // Each block's entry state only grows (it is joined with what it was), so
+  // the iteration ends; the bound is a safety net.
+  constexpr unsigned MaxRounds = 32;
+  for (unsigned Round = 0;; ++Round) {
+    if (Round == MaxRounds)
+      return unknown(); // Nothing is claimed.
+    bool Changed = false;
+    for (const CFGBlock *Block : Order) {
+      std::optional<Env> From = Incoming(Block);
+      if (!From)
+        continue; // Not reached (yet).
+      auto Known = In.find(Block);
+      Env Entry = Known == In.end() ? *From : joinEnvs(Known->second, *From);
+      if (Known != In.end() && Known->second == Entry)
+        continue;
+      In[Block] = Entry;
+      Cur = std::move(Entry);
+      Transfer(Block);
+      Out[Block] = std::move(Cur);
+      Changed = true;
+    }
+    if (!Changed)
+      break;
+  }
+  FinalPass = true;
+  Reporting = !Quiet;
+  for (const CFGBlock *Block : Order)
+    if (auto It = In.find(Block); It != In.end()) {
+      Cur = It->second;
+      Transfer(Block);
+    }
+
+  if (Returns.empty())
     return unknown();
   for (const Place &P : Returns)
     if (!P.known() || !P.same(Returns.front()))
@@ -588,32 +784,7 @@ Place Analysis::run() {
   return Returns.front();
 }
 
-void Analysis::forget(const Stmt *S) {
-  AssignedIn Assigned;
-  Assigned.TraverseStmt(const_cast<Stmt *>(S));
-  for (const ValueDecl *D : Assigned.Decls)
-    Cur.Vars[D] = unknown();
-}
-
-void Analysis::walkLoop(const Stmt *Loop, llvm::function_ref<void()> Body) {
-  // The body runs zero or more times: what the loop assigns is unknown at
-  // the start of an iteration (a previous one set it) and after the loop.
-  bool WasDead = Cur.Dead;
-  forget(Loop);
-  Env Entry = Cur;
-  Body();
-  Cur = Entry;
-  Cur.Dead = WasDead;
-}
-
-void Analysis::walk(const Stmt *S) {
-  if (!S)
-    return;
-  if (const auto *Block = dyn_cast<CompoundStmt>(S)) {
-    for (const Stmt *Child : Block->body())
-      walk(Child);
-    return;
-  }
+void Analysis::transfer(const Stmt *S) {
   if (const auto *Decls = dyn_cast<DeclStmt>(S)) {
     for (const Decl *D : Decls->decls())
       if (const auto *Var = dyn_cast<VarDecl>(D)) {
@@ -624,126 +795,19 @@ void Analysis::walk(const Stmt *S) {
       }
     return;
   }
-  if (const auto *If = dyn_cast<IfStmt>(S)) {
-    walk(If->getInit());
-    if (const DeclStmt *CondVar = If->getConditionVariableDeclStmt())
-      walk(CondVar);
-    else
-      eval(If->getCond());
-    Env Before = Cur;
-    walk(If->getThen());
-    Env Then = Cur;
-    Cur = Before;
-    walk(If->getElse());
-    Cur = merge(Then, Cur);
-    return;
-  }
-  if (const auto *For = dyn_cast<ForStmt>(S)) {
-    walk(For->getInit());
-    walkLoop(For, [&] {
-      eval(For->getCond());
-      walk(For->getBody());
-      eval(For->getInc());
-    });
-    return;
-  }
-  if (const auto *Range = dyn_cast<CXXForRangeStmt>(S)) {
-    walk(Range->getInit());
-    eval(Range->getRangeInit());
-    walkLoop(Range, [&] {
-      walk(Range->getLoopVarStmt());
-      walk(Range->getBody());
-    });
-    return;
-  }
-  if (const auto *While = dyn_cast<WhileStmt>(S)) {
-    walkLoop(While, [&] {
-      eval(While->getCond());
-      walk(While->getBody());
-    });
-    return;
-  }
-  if (const auto *Do = dyn_cast<DoStmt>(S)) {
-    walkLoop(Do, [&] {
-      walk(Do->getBody());
-      Cur.Dead = false; // `continue` reaches the condition.
-      eval(Do->getCond());
-    });
-    return;
-  }
-  if (const auto *Switch = dyn_cast<SwitchStmt>(S)) {
-    walk(Switch->getInit());
-    if (const DeclStmt *CondVar = Switch->getConditionVariableDeclStmt())
-      walk(CondVar);
-    else
-      eval(Switch->getCond());
-    AssignedIn Assigned;
-    Assigned.TraverseStmt(const_cast<Stmt *>(Switch->getBody()));
-    Env Before = Cur;
-    SwitchAssigned.push_back(Assigned.Decls);
-    walk(Switch->getBody());
-    SwitchAssigned.pop_back();
-    Cur = Before;
-    for (const ValueDecl *D : Assigned.Decls)
-      Cur.Vars[D] = unknown();
-    return;
-  }
-  if (const auto *Case = dyn_cast<SwitchCase>(S)) {
-    // An entry point: reached from the switch or by falling through.
-    Cur.Dead = false;
-    if (!SwitchAssigned.empty())
-      for (const ValueDecl *D : SwitchAssigned.back())
-        Cur.Vars[D] = unknown();
-    walk(Case->getSubStmt());
-    return;
-  }
-  if (const auto *Try = dyn_cast<CXXTryStmt>(S)) {
-    Env Before = Cur;
-    walk(Try->getTryBlock());
-    Cur = Before;
-    forget(Try);
-    Env AfterTry = Cur;
-    for (unsigned I = 0; I < Try->getNumHandlers(); ++I) {
-      Cur = AfterTry;
-      walk(Try->getHandler(I)->getHandlerBlock());
-    }
-    Cur = AfterTry;
-    Cur.Dead = Before.Dead;
-    return;
-  }
   if (const auto *Return = dyn_cast<ReturnStmt>(S)) {
-    if (const Expr *Value = Return->getRetValue()) {
-      Place P = eval(Value);
-      if (!Cur.Dead)
-        Returns.push_back(P);
-    }
-    Cur.Dead = true;
-    return;
-  }
-  if (isa<BreakStmt>(S) || isa<ContinueStmt>(S)) {
-    Cur.Dead = true;
-    return;
-  }
-  if (const auto *Label = dyn_cast<LabelStmt>(S)) {
-    walk(Label->getSubStmt());
-    return;
-  }
-  if (const auto *Attributed = dyn_cast<AttributedStmt>(S)) {
-    walk(Attributed->getSubStmt());
+    Place P = eval(Return->getRetValue());
+    if (FinalPass && Return->getRetValue())
+      Returns.push_back(P);
     return;
   }
   if (const auto *E = dyn_cast<Expr>(S)) {
     eval(E);
-    if (isa<CXXThrowExpr>(E->IgnoreImplicit()))
-      Cur.Dead = true;
     return;
   }
-  // Anything else: what it assigns is unknown afterwards.
-  Env Before = Cur;
   for (const Stmt *Child : S->children())
-    walk(Child);
-  Cur = Before;
-  forget(S);
+    if (const auto *E = dyn_cast_or_null<Expr>(Child))
+      eval(E);
 }
 
 // --- Analysis: expressions -------------------------------------------------
@@ -915,7 +979,7 @@ Place Analysis::deviceOf(const Expr *E) {
     eval(Ternary->getCond());
     Place A = deviceOf(Ternary->getTrueExpr());
     Place B = deviceOf(Ternary->getFalseExpr());
-    return A.same(B) ? A : unknown();
+    return joinPaths(A, B);
   }
   if (const auto *Call = dyn_cast<CallExpr>(E)) {
     const FunctionDecl *Callee = Call->getDirectCallee();
@@ -1062,10 +1126,11 @@ Place Analysis::combine(SourceRange At, llvm::StringRef OpName,
                                        describe(A) + " here by " + A.How);
       Notes.emplace_back(B.Origin, "'" + NameB + "' is placed on " +
                                        describe(B) + " here by " + B.How);
-      Module.report(Context, At, MismatchCheck, Message, Notes);
-      return unknown();
+      if (Reporting)
+        Module.report(Context, At, MismatchCheck, Message, Notes);
+      return join(Places, At, OpName);
     }
-  return join(Places);
+  return join(Places, At, OpName);
 }
 
 Place Analysis::eval(const Expr *E) {
@@ -1087,15 +1152,15 @@ Place Analysis::eval(const Expr *E) {
     Env True = Cur;
     Cur = Before;
     Place B = eval(Ternary->getFalseExpr());
-    Cur = merge(True, Cur);
-    return A.same(B) ? A : unknown();
+    Cur = joinEnvs(True, Cur);
+    return joinPaths(A, B);
   }
   if (const auto *Binary = dyn_cast<BinaryOperator>(E)) {
     if (Binary->isLogicalOp()) {
       eval(Binary->getLHS());
       Env Before = Cur;
       eval(Binary->getRHS());
-      Cur = merge(Before, Cur);
+      Cur = joinEnvs(Before, Cur);
       return unknown();
     }
     if (Binary->getOpcode() == BO_Assign) {
@@ -1206,11 +1271,12 @@ Place Analysis::evalModuleCall(const Expr *Call, const Expr *Object,
                                               " here by " + ModelPlace.How);
     Notes.emplace_back(P.Origin, "'" + InputName + "' is placed on " +
                                      describe(P) + " here by " + P.How);
-    Module.report(Context, At, MismatchCheck,
-                  "the module '" + ModelName + "' on " + describe(ModelPlace) +
-                      " is called with '" + InputName + "' on " + describe(P) +
-                      "; " + Why,
-                  Notes);
+    if (Reporting)
+      Module.report(Context, At, MismatchCheck,
+                    "the module '" + ModelName + "' on " +
+                        describe(ModelPlace) + " is called with '" + InputName +
+                        "' on " + describe(P) + "; " + Why,
+                    Notes);
     return unknown();
   }
   Place Out = ModelPlace;
@@ -1262,19 +1328,75 @@ Place Analysis::evalCall(const CallExpr *Call) {
     P.Scalar = false;
     return P;
   }
-  // The user's own helper: the placement all its returns agree on.
-  for (const Stmt *Child : Call->children())
-    if (const auto *E = dyn_cast_or_null<Expr>(Child))
+  return evalUserCall(Call, Callee);
+}
+
+Place Analysis::evalUserCall(const CallExpr *Call, const FunctionDecl *Callee) {
+  // The placements of the arguments its parameters take: the helper is then
+  // analysed as called here (`train(net, device, batch)`).
+  Env AtCall;
+  unsigned Skip =
+      isa<CXXOperatorCallExpr>(Call) && Callee && isa<CXXMethodDecl>(Callee)
+          ? 1
+          : 0;
+  for (const Stmt *Child : Call->children()) {
+    const auto *E = dyn_cast_or_null<Expr>(Child);
+    if (!E)
+      continue;
+    const ParmVarDecl *Param = nullptr;
+    for (unsigned I = Skip; Callee && I < Call->getNumArgs(); ++I)
+      if (Call->getArg(I) == E && I - Skip < Callee->getNumParams())
+        Param = Callee->getParamDecl(I - Skip);
+    if (!Param || isa<CXXDefaultArgExpr>(E)) {
       eval(E);
-  if (Callee && isTensorType(Call->getType()) &&
-      !(isa<CXXMethodDecl>(Callee) &&
-        cast<CXXMethodDecl>(Callee)->isVirtual())) {
-    Place P = Module.summaryOf(Context, Callee);
-    if (P.known())
-      P.How += " (returned by '" + Callee->getNameAsString() + "')";
-    return P;
+      continue;
+    }
+    QualType Type = Param->getType();
+    Place P;
+    if (isTensorType(Type) || isDeviceLike(Type) || isOptionsType(Type)) {
+      P = evalByType(Type.getNonReferenceType(), E);
+    } else if (isModuleValue(Type)) {
+      eval(E);
+      if (const ValueDecl *Model = rootDecl(E))
+        if (!Facts.Escaped.count(Model))
+          if (auto It = Cur.Vars.find(Model); It != Cur.Vars.end())
+            P = It->second;
+    } else {
+      eval(E);
+    }
+    if (!P.known())
+      continue;
+    P.How += " (passed to '" + Callee->getNameAsString() + "')";
+    AtCall.Vars[Param] = P;
   }
-  return unknown();
+  // A module the call may move: unknown after it.
+  auto ForgetMovableModules = [&] {
+    for (unsigned I = Skip; Callee && I < Call->getNumArgs(); ++I) {
+      if (I - Skip >= Callee->getNumParams())
+        break;
+      QualType Type = Callee->getParamDecl(I - Skip)->getType();
+      if (Type->isLValueReferenceType() &&
+          !Type.getNonReferenceType().isConstQualified() && isModuleValue(Type))
+        if (const ValueDecl *Model = rootDecl(Call->getArg(I)))
+          Cur.Vars[Model] = unknown();
+    }
+  };
+  if (!Callee || (isa<CXXMethodDecl>(Callee) &&
+                  cast<CXXMethodDecl>(Callee)->isVirtual())) {
+    ForgetMovableModules();
+    return unknown();
+  }
+  Place P =
+      AtCall.Vars.empty()
+          ? (isTensorType(Call->getType()) ? Module.summaryOf(Context, Callee)
+                                           : unknown())
+          : Module.summaryAt(Context, Callee, AtCall, Reporting);
+  ForgetMovableModules();
+  if (!isTensorType(Call->getType()))
+    return unknown();
+  if (P.known())
+    P.How += " (returned by '" + Callee->getNameAsString() + "')";
+  return P;
 }
 
 Place Analysis::evalFactory(const CallExpr *Call, const FunctionDecl *Callee) {
@@ -1337,7 +1459,8 @@ Place Analysis::evalFactory(const CallExpr *Call, const FunctionDecl *Callee) {
           strip(Construct->getArg(0))->getType()->isArithmeticType())
         P.Scalar = true;
   }
-  checkFactoryInForward(Call, Callee, Options, OptionsArg);
+  if (Reporting)
+    checkFactoryInForward(Call, Callee, Options, OptionsArg);
   return P;
 }
 

@@ -21,23 +21,29 @@ llvm::ArrayRef<RuleInfo> allRules() {
        "added when main() has none)"},
       {"R2", "ddp-hardcoded-device",
        "a device chosen as CUDA becomes ddp::device() (cuda:LOCAL_RANK or "
-       "cpu)"},
+       "cpu)",
+       CheckLevel::RewriteUntilDistributed},
       {"R3", "ddp-cuda-call",
        ".cuda() and .to(torch::kCUDA) become .to(device) (or "
-       ".to(ddp::device()))"},
+       ".to(ddp::device()))",
+       CheckLevel::RewriteUntilDistributed},
       {"R4", "ddp-unsharded-loader",
        "torch::data::make_data_loader becomes ddp::make_data_loader (even "
-       "shards for loaders reaching backward, exact ones otherwise)"},
+       "shards for loaders reaching backward, exact ones otherwise)",
+       CheckLevel::RewriteUntilDistributed},
       {"R5", "ddp-unsynced-batchnorm",
-       "torch::nn::BatchNorm{1,2,3}d becomes ddp::SyncBatchNorm{1,2,3}d"},
+       "torch::nn::BatchNorm{1,2,3}d becomes ddp::SyncBatchNorm{1,2,3}d",
+       CheckLevel::Rewrite},
       {"R6", "ddp-unwrapped-model",
        "every model an optimizer trains gets a ddp::DistributedDataParallel "
        "for as long as it lives (placed on the device first when it is "
        "not)"},
       {"R7", "ddp-unguarded-output",
-       "statements writing to stdout are guarded by ddp::is_main_process()"},
+       "statements writing to stdout are guarded by ddp::is_main_process()",
+       CheckLevel::Rewrite},
       {"R8", "ddp-unguarded-save",
-       "torch::save and checkpoint writes happen on the main process only"},
+       "torch::save and checkpoint writes happen on the main process only",
+       CheckLevel::RewriteUntilDistributed},
       {"R9", "", "#include <ddp/ddp.h> added once to each changed file"},
       {"R10", "",
        "CMakeLists.txt: find_package(ddpify REQUIRED) and ddpify::runtime "
@@ -68,6 +74,13 @@ const RuleInfo *findRule(llvm::StringRef Name) {
         (!Rule.CheckName.empty() && Rule.CheckName == Name))
       return &Rule;
   return nullptr;
+}
+
+CheckLevel checkLevel(llvm::StringRef CheckName) {
+  for (const RuleInfo &Rule : allRules())
+    if (!CheckName.empty() && Rule.CheckName == CheckName)
+      return Rule.Level;
+  return CheckLevel::Hazard;
 }
 
 std::vector<std::unique_ptr<MatcherModule>>

@@ -125,7 +125,21 @@ struct Reported {
   /// apply: a guarded block's edits leave the lines between them to other
   /// fix-its).
   std::vector<clang::tooling::Replacement> Parts;
+  /// Whether the text output folds it into its file's summary line.
+  bool Folded = false;
 };
+
+llvm::StringRef levelName(CheckLevel Level) {
+  switch (Level) {
+  case CheckLevel::Hazard:
+    return "hazard";
+  case CheckLevel::Rewrite:
+    return "rewrite";
+  case CheckLevel::RewriteUntilDistributed:
+    return "rewrite-until-distributed";
+  }
+  return "hazard";
+}
 
 class SourceCache {
 public:
@@ -212,9 +226,45 @@ void printNoteHeader(llvm::StringRef File, unsigned Line, unsigned Column,
   OS << "\n";
 }
 
+/// One line per file for its folded findings: how many, of which checks,
+/// and how to see them.
+void printFoldedSummaries(const std::vector<Reported> &Diags,
+                          llvm::raw_ostream &OS) {
+  std::vector<std::string> Files;
+  std::map<std::string, std::map<std::string, unsigned>> Counts;
+  for (const Reported &R : Diags) {
+    if (!R.Folded)
+      continue;
+    auto &PerCheck = Counts[R.F->FilePath];
+    if (PerCheck.empty())
+      Files.push_back(R.F->FilePath);
+    ++PerCheck[R.F->CheckName];
+  }
+  for (const std::string &File : Files) {
+    unsigned Total = 0;
+    std::string List;
+    for (const auto &[Check, Count] : Counts[File]) {
+      Total += Count;
+      List += (List.empty() ? "" : ", ") + Check + " (" +
+              std::to_string(Count) + ")";
+    }
+    OS.changeColor(llvm::raw_ostream::SAVEDCOLOR, true);
+    OS << File << ": ";
+    OS.changeColor(llvm::raw_ostream::BLACK, true) << "note: ";
+    OS.changeColor(llvm::raw_ostream::SAVEDCOLOR, true);
+    OS << Total << " finding" << (Total == 1 ? "" : "s")
+       << " not listed, which 'ddpify migrate' rewrites: " << List
+       << "; 'ddpify diff' shows the edits, --show-migration lists them";
+    OS.resetColor();
+    OS << "\n";
+  }
+}
+
 void printText(const std::vector<Reported> &Diags, SourceCache &Sources,
                llvm::raw_ostream &OS) {
   for (const Reported &R : Diags) {
+    if (R.Folded)
+      continue;
     const Finding &F = *R.F;
     OS.changeColor(llvm::raw_ostream::SAVEDCOLOR, /*Bold=*/true);
     OS << F.FilePath << ":" << F.Line << ":" << F.Column << ": ";
@@ -251,6 +301,7 @@ void printText(const std::vector<Reported> &Diags, SourceCache &Sources,
         printSourceLine(NoteCode, Note.Offset, 1, OS);
     }
   }
+  printFoldedSummaries(Diags, OS);
 }
 
 //===--------------------------------------------------------------------===//
@@ -284,6 +335,7 @@ void printJson(const std::vector<Reported> &Diags, const PipelineResult &Result,
         {"check", F.CheckName},
         {"rule", F.RuleId},
         {"level", R.IsError ? "error" : "warning"},
+        {"category", levelName(checkLevel(F.CheckName))},
         {"file", F.FilePath},
         {"relativePath", relativeToRoot(F.FilePath, Result.Root)},
         {"line", F.Line},
@@ -358,7 +410,8 @@ void printSarif(const std::vector<Reported> &Diags,
         {"name", Rule.CheckName},
         {"shortDescription", llvm::json::Object{{"text", Rule.Summary}}},
         {"helpUri", helpUri(Rule.CheckName)},
-        {"properties", llvm::json::Object{{"migrationRule", Rule.RuleId}}},
+        {"properties", llvm::json::Object{{"migrationRule", Rule.RuleId},
+                                          {"category", levelName(Rule.Level)}}},
         {"defaultConfiguration", llvm::json::Object{{"level", "warning"}}},
     });
   }
@@ -624,7 +677,11 @@ int runLint(const ToolOptions &Options, const LintOptions &LintOpts,
             const PipelineResult &Result, llvm::raw_ostream &OS) {
   SourceCache Sources;
   std::vector<Reported> Diags;
-  unsigned Suppressed = 0, Errors = 0;
+  unsigned Suppressed = 0, Errors = 0, Folded = 0;
+  // Not yet distributed: a main without ddp::init (R1 would add it). A run
+  // that sees no main does not know, and folds only what is never a hazard.
+  bool NotYetDistributed = llvm::any_of(
+      Result.Findings, [](const Finding &F) { return F.RuleId == "R1"; });
   for (const Finding &F : Result.Findings) {
     // Rules without a check (R9, ...) are migrate-only.
     if (F.CheckName.empty() || !matchesGlobList(Options.Checks, F.CheckName))
@@ -635,6 +692,13 @@ int runLint(const ToolOptions &Options, const LintOptions &LintOpts,
     }
     Reported R{&F, matchesGlobList(LintOpts.WarningsAsErrors, F.CheckName),
                editFor(F), editsFor(F)};
+    CheckLevel Level = checkLevel(F.CheckName);
+    R.Folded =
+        !LintOpts.ShowMigration && !R.IsError &&
+        LintOpts.Format == LintFormat::Text &&
+        (Level == CheckLevel::Rewrite ||
+         (Level == CheckLevel::RewriteUntilDistributed && NotYetDistributed));
+    Folded += R.Folded;
     Errors += R.IsError;
     Diags.push_back(std::move(R));
   }
@@ -691,6 +755,9 @@ int runLint(const ToolOptions &Options, const LintOptions &LintOpts,
     if (Errors)
       llvm::errs() << ", " << Errors << " error" << (Errors == 1 ? "" : "s")
                    << " (warnings treated as errors)";
+    if (Folded)
+      llvm::errs() << " (" << Folded << " of them folded: what 'ddpify "
+                   << "migrate' rewrites; --show-migration lists them)";
     if (Suppressed)
       llvm::errs() << ", " << Suppressed << " suppressed by NOLINT";
     llvm::errs() << "\n";

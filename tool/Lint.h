@@ -28,6 +28,9 @@ struct LintOptions {
   std::string ExportFixes;
   bool Fix = false;
   bool ExitZero = false;
+  /// List what `migrate` rewrites one by one in the text output too, instead
+  /// of one line per file.
+  bool ShowMigration = false;
 };
 
 /// Prints the selected, unsuppressed Findings to OS in LintOpts.Format,

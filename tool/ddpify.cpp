@@ -93,6 +93,13 @@ cl::opt<bool> Fix("fix",
                   cl::desc("lint: apply the fix-its of the reported findings "
                            "in place (the edits migrate makes)"),
                   cl::cat(DdpifyCategory));
+cl::opt<bool> ShowMigration(
+    "show-migration",
+    cl::desc("lint: list the findings 'ddpify migrate' simply rewrites (stdout "
+             "guards, SyncBatchNorm, and in a program not yet distributed "
+             ".cuda(), CUDA devices, loaders and saves) one by one, instead of "
+             "one summary line per file"),
+    cl::cat(DdpifyCategory));
 cl::opt<bool> ExitZero("exit-zero",
                        cl::desc("lint: exit 0 even when warnings are "
                                 "reported"),
@@ -344,7 +351,8 @@ int main(int argc, const char **argv) {
   }
   if (Options.RunMode != Mode::Lint &&
       (Format.getNumOccurrences() || WarningsAsErrors.getNumOccurrences() ||
-       ExportFixes.getNumOccurrences() || Fix || ExitZero || ColorGiven)) {
+       ExportFixes.getNumOccurrences() || Fix || ExitZero || ShowMigration ||
+       ColorGiven)) {
     errs() << "ddpify: error: --format, --color, --warnings-as-errors, "
               "--export-fixes, --fix and --exit-zero only apply to lint\n";
     return ExitError;
@@ -371,6 +379,7 @@ int main(int argc, const char **argv) {
   LintOpts.ExportFixes = ExportFixes;
   LintOpts.Fix = Fix;
   LintOpts.ExitZero = ExitZero;
+  LintOpts.ShowMigration = ShowMigration;
 
   PipelineResult Result;
   if (int Status = runPipeline(Options, Result))

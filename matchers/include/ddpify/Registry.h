@@ -17,11 +17,29 @@
 
 namespace ddpify {
 
+/// How lint's text output shows a check's findings (JSON and SARIF list every
+/// one, with its level).
+enum class CheckLevel {
+  /// Listed one by one: a crash, a hang or a silently wrong result.
+  Hazard,
+  /// What `migrate` simply rewrites and is no hazard on its own: folded into
+  /// one line per file.
+  Rewrite,
+  /// Folded like Rewrite while the program is not yet distributed (its main
+  /// has no ddp::init: migrate would rewrite it all); a hazard once it is
+  /// (every rank on one GPU, reading every sample, writing one file).
+  RewriteUntilDistributed,
+};
+
 struct RuleInfo {
   llvm::StringRef RuleId;    ///< "R2"
   llvm::StringRef CheckName; ///< "ddp-hardcoded-device"; empty: no lint check.
   llvm::StringRef Summary;   ///< One line for --help.
+  CheckLevel Level = CheckLevel::Hazard;
 };
+
+/// The level of the lint check named CheckName (Hazard for an unknown name).
+CheckLevel checkLevel(llvm::StringRef CheckName);
 
 /// Every rule ddpify applies, in the order of the design's table.
 llvm::ArrayRef<RuleInfo> allRules();

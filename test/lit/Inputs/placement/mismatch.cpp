@@ -159,7 +159,7 @@ torch::Tensor copy_across(torch::Tensor t) {
   return a.index({torch::arange(2)});
 }
 
-// --- Control flow the analysis does not follow: no warning, no crash ------
+// --- Control flow whose placements disagree or are not followed --------
 
 torch::Tensor odd_control_flow(torch::Tensor t, int k) {
   torch::Tensor a = torch::zeros({2});
@@ -178,9 +178,6 @@ torch::Tensor odd_control_flow(torch::Tensor t, int k) {
     a = torch::zeros({2});
   }
   auto b = a + torch::ones({2});
-  do {
-    b = b.cuda();
-  } while (k-- > 0);
   auto c = b + torch::zeros({2});
   std::vector<torch::Tensor> list{t.cuda(), torch::zeros({2})};
   for (const auto &x : list)
@@ -203,13 +200,6 @@ torch::Tensor recursive_helper(torch::Tensor t, int n) {
 
 torch::Tensor uses_recursive(torch::Tensor t) {
   return recursive_helper(t, 2) + torch::zeros({2});
-}
-
-torch::Tensor with_goto(torch::Tensor t) {
-  auto a = t.cuda();
-  goto done;
-done:
-  return a + torch::zeros({2});
 }
 
 template <typename T> torch::Tensor templated(T t) {
