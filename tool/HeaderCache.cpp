@@ -4,6 +4,7 @@
 #include "clang/Basic/Version.h"
 #include "clang/Frontend/CompilerInstance.h"
 #include "clang/Frontend/FrontendActions.h"
+#include "clang/Frontend/TextDiagnosticPrinter.h"
 #include "clang/Frontend/Utils.h"
 #include "clang/Tooling/ArgumentsAdjusters.h"
 #include "clang/Tooling/Tooling.h"
@@ -424,8 +425,12 @@ std::string HeaderCache::pchFor(const CompileCommand &Command,
     // Known from an earlier run: not built again.
     Events.push_back("refused " + Key);
   } else {
+    FailureReason.clear();
     Result = build(Command, Prefix, KeyDir);
-    Events.push_back((Result.empty() ? "none " : "built ") + Key);
+    Events.push_back(
+        Result.empty() ? "none " + Key +
+                             (FailureReason.empty() ? "" : ": " + FailureReason)
+                       : "built " + Key);
   }
   Known[Key] = Result;
   return Result;
@@ -457,8 +462,13 @@ std::string HeaderCache::build(const CompileCommand &Command,
                  std::make_shared<PCHContainerOperations>(),
                  llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem>(
                      llvm::vfs::createPhysicalFileSystem().release()));
-  IgnoringDiagConsumer Quiet; // A unit that cannot use it says why itself.
-  Tool.setDiagnosticConsumer(&Quiet);
+  // A unit that cannot use it says why itself; --cache-trace shows why the
+  // header was not built.
+  std::string Diagnostics;
+  llvm::raw_string_ostream DiagnosticsStream(Diagnostics);
+  auto DiagOptions = llvm::makeIntrusiveRefCnt<DiagnosticOptions>();
+  TextDiagnosticPrinter Printer(DiagnosticsStream, DiagOptions.get());
+  Tool.setDiagnosticConsumer(&Printer);
   Tool.setPrintErrorMessage(false);
   auto Dependencies = std::make_shared<AllDependencies>();
   std::string Temp =
@@ -467,6 +477,11 @@ std::string HeaderCache::build(const CompileCommand &Command,
   BuildPchFactory Factory(Temp, Dependencies);
   if (Tool.run(&Factory) != 0 || !llvm::sys::fs::exists(Temp)) {
     llvm::sys::fs::remove(Temp);
+    llvm::StringRef FirstError = Diagnostics;
+    size_t At = FirstError.find("error: ");
+    FailureReason = At == llvm::StringRef::npos
+                        ? "it does not compile"
+                        : FirstError.drop_front(At).split('\n').first.str();
     return "";
   }
 
@@ -502,6 +517,7 @@ std::string HeaderCache::build(const CompileCommand &Command,
     std::optional<uint64_t> Hash = hashFile(Path);
     if (!Hash) {
       llvm::sys::fs::remove(Temp);
+      FailureReason = "cannot read '" + Path + "'";
       return "";
     }
     ProjectHeader |= Kind == "user" && isUnder(Path, Root);

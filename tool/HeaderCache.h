@@ -49,6 +49,7 @@ private:
 
   std::string Dir;
   std::string Root;
+  std::string FailureReason;          ///< Why the last build() built nothing.
   llvm::StringMap<std::string> Known; ///< Key -> PCH path ("" if unusable).
   std::vector<std::string> Events;
 };

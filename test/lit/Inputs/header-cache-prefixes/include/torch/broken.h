@@ -1,0 +1,3 @@
+#pragma once
+#include <c10/macros/Macros.h>
+namespace torch { int broken = ; }

@@ -1,0 +1,3 @@
+#include <torch/broken.h>
+
+int main() { return 0; }
