@@ -8,6 +8,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/Program.h"
 #include <algorithm>
 
@@ -152,13 +153,23 @@ llvm::Error rerunCMake(llvm::StringRef BuildDir) {
   std::optional<llvm::StringRef> Redirects[] = {std::nullopt, LogRef, LogRef};
   std::string Message;
   llvm::StringRef Args[] = {*CMake, "-S", SourceDir, "-B", BuildDir};
+  // A configure that hangs (a download, a prompt) must not hang ddpify.
+  unsigned Timeout = 900;
+  if (std::optional<std::string> Set =
+          llvm::sys::Process::GetEnv("DDPIFY_CMAKE_TIMEOUT"))
+    if (llvm::StringRef(*Set).getAsInteger(10, Timeout) || Timeout == 0)
+      Timeout = 900;
   int Status = llvm::sys::ExecuteAndWait(*CMake, Args, std::nullopt, Redirects,
-                                         /*SecondsToWait=*/0,
-                                         /*MemoryLimit=*/0, &Message);
+                                         Timeout, /*MemoryLimit=*/0, &Message);
   std::string Said = whatCMakeSaid(Log);
   llvm::sys::fs::remove(Log);
   if (Status == 0)
     return llvm::Error::success();
+  if (Status == -2)
+    return failure("re-running cmake there did not finish within " +
+                   std::to_string(Timeout) +
+                   " s (DDPIFY_CMAKE_TIMEOUT sets the limit)" +
+                   (Said.empty() ? "" : "; its last line: " + Said));
   std::string Why = Status < 0 ? Message : "exit " + std::to_string(Status);
   return failure("re-running cmake there failed (" + Why + ")" +
                  (Said.empty() ? "" : ": " + Said));
