@@ -232,6 +232,15 @@ int main(int argc, const char **argv) {
   static std::string Help = rulesHelp();
   static cl::extrahelp RulesHelp(Help.c_str());
 
+  // Relative paths, the compilation database and Clang's own driver all need
+  // the current folder; one deleted under a shell made Clang abort.
+  SmallString<256> Here;
+  if (std::error_code EC = sys::fs::current_path(Here)) {
+    errs() << "ddpify: error: cannot read the current folder (" << EC.message()
+           << "): was it deleted? Run ddpify from an existing folder\n";
+    return ExitError;
+  }
+
   // The mode comes first, like `git <command>`; --help/--version pass through.
   ToolOptions Options;
   std::vector<const char *> Args{argv[0]};
