@@ -402,6 +402,14 @@ def self_check(n=2, rate="200mbit", megabytes=40):
                   f"{bps * 8 / 1e6:.1f} Mbit/s (limit {rate})", flush=True)
             check(0.6 * limit <= bps <= 1.1 * limit,
                   "the rate limit holds (within 60-110 % of it)")
+    if rate:
+        # The same transfer without a limit: what the limit slows.
+        with Hosts(2) as h:
+            free_bps, nbytes = measure_rate(h, 1, 0, megabytes)
+        print(f"      without a limit: {nbytes} bytes at "
+              f"{free_bps * 8 / 1e6:.1f} Mbit/s", flush=True)
+        check(free_bps > 1.5 * _rate_bits(rate) / 8,
+              "an unlimited link is faster than the limit")
     left = _sh("ip", "netns", "list")
     check(prefix not in left, "namespaces removed at close()")
     return failures

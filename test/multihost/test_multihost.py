@@ -14,7 +14,7 @@ user would start them (`--nnodes H --node-rank i --master-addr <host0>`).
 Cases (each a ctest test, label `multihost`):
   hosts        the hosts themselves: own hostname and /dev/shm, reachable by
                address, the rate limit holds (hosts.py check)
-  parity-2x2   2 hosts x 2 ranks: every rank's parameters are bit-identical
+  parity-2x2   2 hosts x 2 ranks, links limited to 1 Gbit/s: every rank's parameters are bit-identical
                and equal the reference's within 1e-5; shared memory is not
                used (today the choice is made per process group: one segment
                for all ranks or none, and no segment spans two hosts)
@@ -27,8 +27,17 @@ Cases (each a ctest test, label `multihost`):
                one /dev/shm): shared memory used — the path follows the
                /dev/shm the ranks share, not --nnodes, which is why the test
                hosts need a /dev/shm each
+  example-csv_regression
+               examples/csv_regression as ddpify migrated it, built with the
+               end-to-end test's parameter-hash hook (the binary of
+               e2e.csv_regression, a ctest fixture of this test), trained
+               on 2 hosts x 2 ranks: every ddprun exits 0, every rank ends
+               with the same parameter hash, no rank all-reduced through
+               shared memory, rank 0's loss falls and only rank 0 saved the
+               model; then on 1 host x 2 ranks, where both ranks did
 Exit status 0 when every check passed, 1 otherwise. Needs root.
 """
+import re
 import argparse
 import os
 import shutil
@@ -128,12 +137,12 @@ def close(a, b):
 
 
 def check_job(checks, args, work, n_hosts, placement, per_rank_batch,
-              expect_shm, master=None, same_host=False):
+              expect_shm, master=None, rate=None):
     world = len(placement["hosts"]) * placement["nproc"]
     global_batch = per_rank_batch * world
     ref = reference(args, work, global_batch)
     out = os.path.join(work, "rank")
-    with hosts.Hosts(n_hosts) as h:
+    with hosts.Hosts(n_hosts, rate=rate) as h:
         results = run_job(args, h, placement, per_rank_batch, out, master)
         # Every process the job started has ended with its ddprun.
         leftovers = {}
@@ -186,12 +195,88 @@ def check_job(checks, args, work, n_hosts, placement, per_rank_batch,
           f"difference from the reference {worst:.3g}", flush=True)
 
 
+def check_example(checks, args, work):
+    exe = args.example_bin
+    if not exe or not os.path.exists(exe):
+        checks.record("example-built", False,
+                      f"{exe} is missing: it is built by the test "
+                      "e2e.csv_regression (`ctest -R e2e.csv_regression`)")
+        return
+    data = os.path.join(work, "data.csv")
+    r = subprocess.run([exe, "--write-sample", data], env=clean_env(),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=RUN_TIMEOUT_S)
+    if not checks.record("write-sample", r.returncode == 0, r.stdout):
+        return
+    for label, n_hosts, nproc, expect_shm in (("2x2", 2, 2, False),
+                                              ("1x2", 1, 2, True)):
+        run_dir = os.path.join(work, label)
+        world = n_hosts * nproc
+        for rank in range(world):
+            os.makedirs(os.path.join(run_dir, f"rank{rank}"))
+        hash_file = os.path.join(work, f"hashes-{label}.txt")
+        env = clean_env()
+        env["DDPIFY_E2E_HASH_FILE"] = hash_file
+        start = time.monotonic()
+        with hosts.Hosts(n_hosts, rate="1gbit") as h:
+            procs = []
+            for node in range(n_hosts):
+                argv = [args.ddprun, "--nproc-per-node", str(nproc),
+                        "--nnodes", str(n_hosts), "--node-rank", str(node),
+                        "--master-addr", h.addr(0), "--master-port",
+                        str(PORT), "--tee=3", "--", "/bin/sh", "-c",
+                        'cd "$0/rank$RANK" && exec "$@"', run_dir, exe, data,
+                        "10"]
+                procs.append(h.run(node, argv, background=True, env=env,
+                                   stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT))
+            outputs = []
+            for node, p in enumerate(procs):
+                try:
+                    out, _ = p.communicate(timeout=RUN_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    hosts._kill_group(p)
+                    out, _ = p.communicate()
+                outputs.append((p.returncode, out))
+        print(f"      {label}: trained in {time.monotonic() - start:.1f} s",
+              flush=True)
+        for node, (code, out) in enumerate(outputs):
+            checks.record(f"{label}-node{node}-exit-0", code == 0,
+                          f"exit {code}\n{out[-3000:]}")
+        rows = []
+        if os.path.exists(hash_file):
+            rows = [line.split() for line in open(hash_file) if line.strip()]
+        ranks = sorted(int(row[0]) for row in rows)
+        same = (ranks == list(range(world)) and
+                len({row[1] for row in rows}) == 1 and
+                all("active=1" in row for row in rows))
+        checks.record(f"{label}-ranks-identical-parameters", same,
+                      f"hook lines {rows}")
+        want = f"shm={int(expect_shm)}"
+        checks.record(
+            f"{label}-shared-memory-{'used' if expect_shm else 'not-used'}",
+            bool(rows) and all(want in row for row in rows),
+            f"hook lines {rows}")
+        losses = [float(m.group(1)) for m in re.finditer(
+            r"^\[rank0\]: epoch \d+ mse ([-0-9.e]+)$", outputs[0][1],
+            re.MULTILINE)]
+        checks.record(f"{label}-loss-falls",
+                      len(losses) >= 2 and losses[-1] < losses[0],
+                      f"rank 0's losses {losses}")
+        saved = [rank for rank in range(world) if os.path.exists(
+            os.path.join(run_dir, f"rank{rank}", "csv_model.pt"))]
+        checks.record(f"{label}-only-rank0-saved", saved == [0],
+                      f"ranks that saved csv_model.pt: {saved}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("case")
     parser.add_argument("--ddprun", required=True)
     parser.add_argument("--probe", required=True)
     parser.add_argument("--work-dir", required=True)
+    parser.add_argument("--example-bin",
+                        help="the migrated csv_regression (example case)")
     args = parser.parse_args()
     hosts.require_root()
     work = os.path.join(args.work_dir, args.case)
@@ -204,7 +289,7 @@ def main():
             checks.failed.append("self-check")
     elif args.case == "parity-2x2":
         check_job(checks, args, work, 2, dict(hosts=[0, 1], nproc=2), 2,
-                  expect_shm=False)
+                  expect_shm=False, rate="1gbit")
     elif args.case == "parity-3x1":
         check_job(checks, args, work, 3, dict(hosts=[0, 1, 2], nproc=1), 2,
                   expect_shm=False)
@@ -217,6 +302,8 @@ def main():
     elif args.case == "shm-2nodes-1host":
         check_job(checks, args, work, 1, dict(hosts=[0, 0], nproc=1), 4,
                   expect_shm=True, master="127.0.0.1")
+    elif args.case == "example-csv_regression":
+        check_example(checks, args, work)
     else:
         parser.error(f"unknown case {args.case}")
     print(f"{args.case}: {time.monotonic() - start:.1f} s, "
