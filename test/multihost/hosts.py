@@ -150,7 +150,10 @@ class Hosts:
             self._start_holder(i)
 
     def _limit(self, prefix, dev):
-        burst = self.burst or "256kb"
+        # A bucket of at least 10 ms at the rate (tbf cannot reach its rate
+        # with a bucket smaller than one timer tick's worth), 256 KiB least.
+        burst = self.burst or \
+            f"{max(256 * 1024, int(_rate_bits(self.rate) / 8 / 100))}b"
         _sh(*prefix, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
             self.rate, "burst", burst, "latency", self.latency)
 

@@ -74,6 +74,7 @@ class Checks:
               ("" if ok or not detail else ": " + detail), flush=True)
         if not ok:
             self.failed.append(name)
+        return ok
 
 
 def read_result(path):
