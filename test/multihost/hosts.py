@@ -46,7 +46,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 
 SUBNET = "10.231.0"
 
