@@ -175,6 +175,7 @@ public:
       testing::WrapperState state;
       state.rank = active() ? rank_ : ddp::rank();
       state.active = active();
+      state.shared_memory = uses_shared_memory();
       state.names = all_names_;
       state.names.insert(state.names.end(), buffer_names_.begin(),
                          buffer_names_.end());

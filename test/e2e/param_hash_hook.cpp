@@ -1,7 +1,7 @@
 // Linked into the migrated example by the end-to-end test (never part of the
 // example's sources): when a ddp::DistributedDataParallel ends, appends
 //
-//   <rank> <hash> tensors=<n> bytes=<b> active=<0|1>
+//   <rank> <hash> tensors=<n> bytes=<b> active=<0|1> shm=<0|1>
 //
 // to $DDPIFY_E2E_HASH_FILE, the hash being FNV-1a 64 over the name, dtype,
 // shape and raw bytes of every parameter and buffer in order; and one line
@@ -82,7 +82,8 @@ void observe(const ddp::testing::WrapperState &state) {
   append(path, rank + " " + hex(total.value) +
                    " tensors=" + std::to_string(state.tensors.size()) +
                    " bytes=" + std::to_string(bytes) +
-                   " active=" + (state.active ? "1" : "0") + "\n");
+                   " active=" + (state.active ? "1" : "0") +
+                   " shm=" + (state.shared_memory ? "1" : "0") + "\n");
 }
 
 // Registered before main() runs, i.e. before any wrapper exists.

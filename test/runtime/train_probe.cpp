@@ -11,11 +11,21 @@
 //                   RAII wrapper: destroyed before exit-time checks run)
 //   distribute      ddp::make_data_loader and ddp::distribute(model) (alive
 //                   until exit)
+//   parity B FILE   a DistributedDataParallel; step k's global batch is
+//                   samples [k*B*W, (k+1)*B*W) of the data (W the world
+//                   size), of which rank r takes the r-th B; then writes
+//                   FILE.rank<r>: "shm <0|1>" (uses_shared_memory()) and one
+//                   line "<name> <values>" per parameter, each value with 9
+//                   significant digits (a float's bits, round trip). Without
+//                   a launcher and B = the global batch, the reference of the
+//                   multi-host tests (test/multihost).
 
 #include <ddp/ddp.h>
 
 #include <torch/torch.h>
 
+#include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -93,6 +103,27 @@ int main(int argc, char** argv) {
     ddp::distribute(model);
     auto loader = make_loader(0);
     train_epochs(loader, model, optimizer);
+  } else if (mode == "parity" && argc > 3) {
+    const int64_t b = std::stoll(argv[2]);
+    const int64_t global = b * ddp::world_size();
+    ddp::DistributedDataParallel model_ddp(model);
+    for (int64_t start = 0; start + global <= data.size(0); start += global) {
+      const int64_t mine = start + ddp::rank() * b;
+      train_step(model, optimizer, data.narrow(0, mine, b),
+                 target.narrow(0, mine, b));
+    }
+    std::ofstream out(std::string(argv[3]) + ".rank" +
+                      std::to_string(ddp::rank()));
+    out << "shm " << model_ddp.uses_shared_memory() << "\n"
+        << std::setprecision(9);
+    for (const auto& item : model->named_parameters()) {
+      const auto values = item.value().detach().to(torch::kCPU).contiguous();
+      out << item.key();
+      for (int64_t i = 0; i < values.numel(); ++i) {
+        out << ' ' << values.data_ptr<float>()[i];
+      }
+      out << "\n";
+    }
   } else {
     std::cerr << "unknown mode " << mode << std::endl;
     return 2;

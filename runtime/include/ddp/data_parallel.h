@@ -276,6 +276,10 @@ struct WrapperState {
   int rank = 0;
   /// Whether the wrapper communicated (world size > 1).
   bool active = false;
+  /// Whether its gradients were all-reduced through shared memory
+  /// (DistributedDataParallelBase::uses_shared_memory()) rather than the
+  /// process group.
+  bool shared_memory = false;
   /// Parameter names (named_parameters()), then buffer names
   /// (named_buffers()), in registration order; `tensors` matches them.
   std::vector<std::string> names;

@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""Multi-host tests of the ddp runtime and ddprun on test hosts (hosts.py).
+
+    test_multihost.py CASE --ddprun PATH --probe PATH --work-dir DIR
+
+The trainer is the runtime's probe program in its `parity` mode
+(test/runtime/train_probe.cpp): a DistributedDataParallel over a linear
+model, SGD, each rank taking its share of every global batch; each rank
+writes whether its wrapper all-reduced through shared memory and its final
+parameters (9 significant digits: a float's bits). The reference is the same
+program without a launcher at the global batch. One ddprun per host, as a
+user would start them (`--nnodes H --node-rank i --master-addr <host0>`).
+
+Cases (each a ctest test, label `multihost`):
+  hosts        the hosts themselves: own hostname and /dev/shm, reachable by
+               address, the rate limit holds (hosts.py check)
+  parity-2x2   2 hosts x 2 ranks, links limited to 1 Gbit/s: every rank's parameters are bit-identical
+               and equal the reference's within 1e-5; shared memory is not
+               used (today the choice is made per process group: one segment
+               for all ranks or none, and no segment spans two hosts)
+  parity-3x1   3 hosts x 1 rank: the same; shared memory not used
+  shm-1x2      1 host x 2 ranks (master at the host's address): shared
+               memory used by both ranks; parity as above
+  shm-2x1      2 hosts x 1 rank: shared memory not used; parity as above
+  shm-2nodes-1host
+               control: 2 ddprun "nodes" x 1 rank on one host (loopback,
+               one /dev/shm): shared memory used — the path follows the
+               /dev/shm the ranks share, not --nnodes, which is why the test
+               hosts need a /dev/shm each
+  example-csv_regression
+               examples/csv_regression as ddpify migrated it, built with the
+               end-to-end test's parameter-hash hook (the binary of
+               e2e.csv_regression, a ctest fixture of this test), trained
+               on 2 hosts x 2 ranks: every ddprun exits 0, every rank ends
+               with the same parameter hash, no rank all-reduced through
+               shared memory, rank 0's loss falls and only rank 0 saved the
+               model; then on 1 host x 2 ranks, where both ranks did
+Exit status 0 when every check passed, 1 otherwise. Needs root.
+"""
+import re
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hosts  # noqa: E402
+
+PORT = 29500
+RUN_TIMEOUT_S = 120
+TOLERANCE = 1e-5
+# Variables of an outer launcher that would confuse the ranks or the
+# reference.
+LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                 "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "TORCHELASTIC_RUN_ID",
+                 "DDP_BACKEND", "DDP_SHM", "DDP_SHM_THREAD")
+
+
+def clean_env():
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+    env["OMP_NUM_THREADS"] = "1"
+    env["DDP_TIMEOUT_SECONDS"] = "60"
+    return env
+
+
+class Checks:
+    def __init__(self):
+        self.failed = []
+
+    def record(self, name, ok, detail=""):
+        print(("ok    " if ok else "FAIL  ") + name +
+              ("" if ok or not detail else ": " + detail), flush=True)
+        if not ok:
+            self.failed.append(name)
+        return ok
+
+
+def read_result(path):
+    """(shm flag, {name: [value text]}) of one rank's file."""
+    shm = None
+    params = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if parts[0] == "shm":
+                shm = parts[1] == "1"
+            else:
+                params[parts[0]] = parts[1:]
+    return shm, params
+
+
+def reference(args, work, global_batch):
+    out = os.path.join(work, "reference")
+    r = subprocess.run([args.probe, "parity", str(global_batch), out],
+                       env=clean_env(), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True,
+                       timeout=RUN_TIMEOUT_S)
+    if r.returncode != 0:
+        raise RuntimeError(f"the reference run failed ({r.returncode}):\n"
+                           f"{r.stdout}")
+    shm, params = read_result(out + ".rank0")
+    return params
+
+
+def run_job(args, h, placement, per_rank_batch, out, master=None):
+    """Runs one job: placement[k] is the host of ddprun node k; each node
+    has `nproc` ranks. Returns [(node, exit code, output)]."""
+    nodes = len(placement["hosts"])
+    nproc = placement["nproc"]
+    master = master or h.addr(placement["hosts"][0])
+    procs = []
+    start = time.monotonic()
+    for node, host in enumerate(placement["hosts"]):
+        argv = [args.ddprun, "--nproc-per-node", str(nproc), "--nnodes",
+                str(nodes), "--node-rank", str(node), "--master-addr", master,
+                "--master-port", str(PORT), "--tee=3", "--", args.probe,
+                "parity", str(per_rank_batch), out]
+        procs.append(h.run(host, argv, background=True, env=clean_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    results = []
+    for node, p in enumerate(procs):
+        left = max(1, RUN_TIMEOUT_S - (time.monotonic() - start))
+        try:
+            output, _ = p.communicate(timeout=left)
+        except subprocess.TimeoutExpired:
+            hosts._kill_group(p)
+            output, _ = p.communicate()
+            output += f"\n(timed out after {RUN_TIMEOUT_S} s)"
+        results.append((node, p.returncode, output))
+    print(f"      job ran {time.monotonic() - start:.1f} s", flush=True)
+    return results
+
+
+def close(a, b):
+    return abs(a - b) <= TOLERANCE * max(1.0, abs(b))
+
+
+def check_job(checks, args, work, n_hosts, placement, per_rank_batch,
+              expect_shm, master=None, rate=None):
+    world = len(placement["hosts"]) * placement["nproc"]
+    global_batch = per_rank_batch * world
+    ref = reference(args, work, global_batch)
+    out = os.path.join(work, "rank")
+    with hosts.Hosts(n_hosts, rate=rate) as h:
+        results = run_job(args, h, placement, per_rank_batch, out, master)
+        # Every process the job started has ended with its ddprun.
+        leftovers = {}
+        for i in range(n_hosts):
+            pids = hosts._sh("ip", "netns", "pids", h.netns(i),
+                             check=False).split()
+            holder = str(h.holders[i].pid)
+            leftovers[i] = [p for p in pids if p != holder]
+        shm_left = [h.run(i, ["sh", "-c", "ls /dev/shm"]).stdout.split()
+                    for i in range(n_hosts)]
+    for node, code, output in results:
+        checks.record(f"node{node}-exit-0", code == 0,
+                      f"exit {code}\n{output[-3000:]}")
+    checks.record("no-process-left", not any(leftovers.values()),
+                  f"{leftovers}")
+    checks.record("no-shm-segment-left", not any(shm_left), f"{shm_left}")
+    ranks = {}
+    for r in range(world):
+        path = f"{out}.rank{r}"
+        if os.path.exists(path):
+            ranks[r] = read_result(path)
+    checks.record("every-rank-wrote", sorted(ranks) == list(range(world)),
+                  f"ranks {sorted(ranks)} of {world}")
+    if not ranks:
+        return
+    shm = {r: s for r, (s, _) in ranks.items()}
+    checks.record(
+        f"shared-memory-{'used' if expect_shm else 'not-used'}",
+        all(s == expect_shm for s in shm.values()),
+        f"uses_shared_memory() per rank: {shm}")
+    first = ranks[min(ranks)][1]
+    identical = all(p == first for (_, p) in ranks.values())
+    checks.record("ranks-bit-identical", identical,
+                  "; ".join(f"rank {r}: {p}" for r, (_, p) in ranks.items()))
+    worst = 0.0
+    ok = sorted(first) == sorted(ref)
+    for name, values in ref.items():
+        got = first.get(name, [])
+        if len(got) != len(values):
+            ok = False
+            continue
+        for a, b in zip(got, values):
+            a, b = float(a), float(b)
+            worst = max(worst, abs(a - b) / max(1.0, abs(b)))
+            ok = ok and close(a, b)
+    checks.record("equals-one-process-at-global-batch", ok,
+                  f"largest difference {worst:.3g} (tolerance {TOLERANCE}); "
+                  f"ranks {first}, reference {ref}")
+    print(f"      world {world}, global batch {global_batch}, largest "
+          f"difference from the reference {worst:.3g}", flush=True)
+
+
+def check_example(checks, args, work):
+    exe = args.example_bin
+    if not exe or not os.path.exists(exe):
+        checks.record("example-built", False,
+                      f"{exe} is missing: it is built by the test "
+                      "e2e.csv_regression (`ctest -R e2e.csv_regression`)")
+        return
+    data = os.path.join(work, "data.csv")
+    r = subprocess.run([exe, "--write-sample", data], env=clean_env(),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=RUN_TIMEOUT_S)
+    if not checks.record("write-sample", r.returncode == 0, r.stdout):
+        return
+    for label, n_hosts, nproc, expect_shm in (("2x2", 2, 2, False),
+                                              ("1x2", 1, 2, True)):
+        run_dir = os.path.join(work, label)
+        world = n_hosts * nproc
+        for rank in range(world):
+            os.makedirs(os.path.join(run_dir, f"rank{rank}"))
+        hash_file = os.path.join(work, f"hashes-{label}.txt")
+        env = clean_env()
+        env["DDPIFY_E2E_HASH_FILE"] = hash_file
+        start = time.monotonic()
+        with hosts.Hosts(n_hosts, rate="1gbit") as h:
+            procs = []
+            for node in range(n_hosts):
+                argv = [args.ddprun, "--nproc-per-node", str(nproc),
+                        "--nnodes", str(n_hosts), "--node-rank", str(node),
+                        "--master-addr", h.addr(0), "--master-port",
+                        str(PORT), "--tee=3", "--", "/bin/sh", "-c",
+                        'cd "$0/rank$RANK" && exec "$@"', run_dir, exe, data,
+                        "10"]
+                procs.append(h.run(node, argv, background=True, env=env,
+                                   stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT))
+            outputs = []
+            for node, p in enumerate(procs):
+                try:
+                    out, _ = p.communicate(timeout=RUN_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    hosts._kill_group(p)
+                    out, _ = p.communicate()
+                outputs.append((p.returncode, out))
+        print(f"      {label}: trained in {time.monotonic() - start:.1f} s",
+              flush=True)
+        for node, (code, out) in enumerate(outputs):
+            checks.record(f"{label}-node{node}-exit-0", code == 0,
+                          f"exit {code}\n{out[-3000:]}")
+        rows = []
+        if os.path.exists(hash_file):
+            rows = [line.split() for line in open(hash_file) if line.strip()]
+        ranks = sorted(int(row[0]) for row in rows)
+        same = (ranks == list(range(world)) and
+                len({row[1] for row in rows}) == 1 and
+                all("active=1" in row for row in rows))
+        checks.record(f"{label}-ranks-identical-parameters", same,
+                      f"hook lines {rows}")
+        want = f"shm={int(expect_shm)}"
+        checks.record(
+            f"{label}-shared-memory-{'used' if expect_shm else 'not-used'}",
+            bool(rows) and all(want in row for row in rows),
+            f"hook lines {rows}")
+        losses = [float(m.group(1)) for m in re.finditer(
+            r"^\[rank0\]: epoch \d+ mse ([-0-9.e]+)$", outputs[0][1],
+            re.MULTILINE)]
+        checks.record(f"{label}-loss-falls",
+                      len(losses) >= 2 and losses[-1] < losses[0],
+                      f"rank 0's losses {losses}")
+        saved = [rank for rank in range(world) if os.path.exists(
+            os.path.join(run_dir, f"rank{rank}", "csv_model.pt"))]
+        checks.record(f"{label}-only-rank0-saved", saved == [0],
+                      f"ranks that saved csv_model.pt: {saved}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("case")
+    parser.add_argument("--ddprun", required=True)
+    parser.add_argument("--probe", required=True)
+    parser.add_argument("--work-dir", required=True)
+    parser.add_argument("--example-bin",
+                        help="the migrated csv_regression (example case)")
+    args = parser.parse_args()
+    hosts.require_root()
+    work = os.path.join(args.work_dir, args.case)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    checks = Checks()
+    start = time.monotonic()
+    if args.case == "hosts":
+        if hosts.self_check(3, rate="200mbit", megabytes=40):
+            checks.failed.append("self-check")
+    elif args.case == "parity-2x2":
+        check_job(checks, args, work, 2, dict(hosts=[0, 1], nproc=2), 2,
+                  expect_shm=False, rate="1gbit")
+    elif args.case == "parity-3x1":
+        check_job(checks, args, work, 3, dict(hosts=[0, 1, 2], nproc=1), 2,
+                  expect_shm=False)
+    elif args.case == "shm-1x2":
+        check_job(checks, args, work, 1, dict(hosts=[0], nproc=2), 4,
+                  expect_shm=True)
+    elif args.case == "shm-2x1":
+        check_job(checks, args, work, 2, dict(hosts=[0, 1], nproc=1), 4,
+                  expect_shm=False)
+    elif args.case == "shm-2nodes-1host":
+        check_job(checks, args, work, 1, dict(hosts=[0, 0], nproc=1), 4,
+                  expect_shm=True, master="127.0.0.1")
+    elif args.case == "example-csv_regression":
+        check_example(checks, args, work)
+    else:
+        parser.error(f"unknown case {args.case}")
+    print(f"{args.case}: {time.monotonic() - start:.1f} s, "
+          f"{'FAILED: ' + ', '.join(checks.failed) if checks.failed else 'passed'}",
+          flush=True)
+    return 1 if checks.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
