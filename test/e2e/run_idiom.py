@@ -10,13 +10,19 @@ configured (its compilation database), never built: the migrated program run
 without a launcher is the reference. Steps, each a named check (every check
 that can still run is run; the summary names each one that failed):
   1. `ddpify migrate --out-dir` of the whole program (-p the original's
-     configured build, its sources) exits as IDIOMS says; the report (JSON)
-     names what IDIOMS says it must. For a program that trains nothing, the
+     configured build, its sources; no source at all for a `whole` code
+     base) exits as IDIOMS says; the report (JSON) names what IDIOMS says
+     it must, stderr the notes, the migrated files the edits. For a program that trains nothing, the
      migrated tree is the original tree, byte for byte, and that ends the test.
   2. The migrated tree configures and builds against the ddpify build tree
      (find_package(ddpify) through CMAKE_PREFIX_PATH) with the parameter-hash
-     hook linked in (link_hook.cmake, as run_example.py); `ddpify migrate` of
-     the migrated tree changes nothing.
+     hook linked in (link_hook.cmake, as run_example.py), and finds the
+     ddpify it was given (CMake's user package registry is that of a HOME
+     of the test's own: empty); `ddpify migrate` of the migrated tree
+     changes nothing. For a `whole` code base, also the user's second run:
+     a copy configured as the migration guide says, `migrate --in-place`
+     (the out-dir tree again), then `ddpify diff` with that same database,
+     which predates the runtime: no change, no item.
   3. `ddprun --nproc-per-node 2` at batch B, each rank in its own working
      directory, and in parallel the reference: the migrated program alone
      (world size 1) at batch REF_BATCH (2B: two ranks at B see, step by step,
@@ -173,6 +179,9 @@ IDIOMS = {
     # shuffle, batches by narrow/slice. Not shardable: every rank trains on
     # all data (same result as one process at B, no speed-up), and the report
     # says the speed-up is lost. Built with -Wall -Wextra -Werror.
+    "manual_slices": dict(
+        exe="manual_slices", args=lambda b, i: [str(b)], models=1,
+        ref_batch=BATCH, report=r"(?i)shard"),
     # A whole CMake code base (issue 12) in several folders: a static
     # library (C++14) from file(GLOB) in a subdirectory whose header changes,
     # app/ through aux_source_directory, a source listed in an include()d
@@ -181,7 +190,7 @@ IDIOMS = {
     # calls set but not used), C++20 `auto` parameters at -std=c++17 under
     # g++ -fconcepts; BatchNorm, .cuda(), a logger class writing a file,
     # checkpoints from another unit. Migrated with no source argument, the
-    # user's second run checked (see `whole` below).
+    # user's second run checked (the `whole` key above).
     "whole_codebase": dict(
         exe="shapes_train", args=lambda b, i: [str(b)], models=1,
         whole=True,
@@ -206,9 +215,6 @@ IDIOMS = {
             "common/CMakeLists.txt": r"(?m)^target_link_libraries\("
                                      r"shapes_common PUBLIC [^)]*"
                                      r"ddpify::runtime\)$"}),
-    "manual_slices": dict(
-        exe="manual_slices", args=lambda b, i: [str(b)], models=1,
-        ref_batch=BATCH, report=r"(?i)shard"),
 }
 
 NUMBER = re.compile(r"([-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf)")
