@@ -239,15 +239,19 @@ struct ListFile {
 /// `set(CMAKE_PREFIX_PATH /opt/libtorch)`: a normal variable that hides the
 /// cache's, so `-DCMAKE_PREFIX_PATH=<ddpify>` no longer reaches
 /// find_package. Not a set() of the cache entry itself, nor one that keeps
-/// the old value (`set(CMAKE_PREFIX_PATH "${CMAKE_PREFIX_PATH};/opt/x")`).
+/// the old value (`set(CMAKE_PREFIX_PATH "${CMAKE_PREFIX_PATH};/opt/x")`);
+/// `$ENV{CMAKE_PREFIX_PATH}` is not the old value.
 bool overwritesPrefixPath(const CMakeCommand &C) {
   if (C.Name != "set" || C.Args.size() < 2 ||
       C.Args[0].Value != "CMAKE_PREFIX_PATH")
     return false;
-  for (const CMakeArgument &Arg : C.Args)
-    if (Arg.Value == "CACHE" || Arg.Value == "PARENT_SCOPE" ||
-        llvm::StringRef(Arg.Value).contains("{CMAKE_PREFIX_PATH}"))
+  for (const CMakeArgument &Arg : C.Args) {
+    llvm::StringRef Value = Arg.Value;
+    if (Value == "CACHE" || Value == "PARENT_SCOPE" ||
+        Value.contains("${CMAKE_PREFIX_PATH}") ||
+        Value.contains("$CACHE{CMAKE_PREFIX_PATH}"))
       return false;
+  }
   return true;
 }
 
