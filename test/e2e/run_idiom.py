@@ -103,6 +103,9 @@ BATCH = 16  # per rank under ddprun; REF_BATCH is 2 * BATCH unless unsharded
 #             with that same database (which predates the runtime), which
 #             must change nothing and name no item
 #   notes:    regexes migrate's stderr must each match (its notes)
+#   database: {source of the tree: regexes its command in the original's
+#             compilation database must match}: what the program is meant
+#             to make ddpify cope with (-Werror, a standard) is really there
 #   edited:   {file of the tree: regex (or list of them) its migrated text
 #             must match}
 IDIOMS = {
@@ -200,6 +203,10 @@ IDIOMS = {
         text=["train_log.txt"],
         notes=[r"app/main\.cpp' does not parse at -std=c\+\+17 but does "
                r"at -std=c\+\+20"],
+        database={"app/main.cpp": [r" -Werror ", r" -std=c\+\+17 ",
+                                   r" -fconcepts "],
+                  "common/log.cpp": [r" -Werror ", r" -std=c\+\+14 "],
+                  "common/model.cpp": [r" -Werror ", r" -std=c\+\+14 "]},
         edited={
             "app/main.cpp": r"ddp::DistributedDataParallel",
             "train/checkpoint.cpp": r"ddp::is_main_process\(\)",
@@ -287,6 +294,22 @@ def report_text(path):
     return "\n".join(parts)
 
 
+def database_commands(build):
+    """{real path of a source: its command line, one string} of the
+    compile_commands.json in build."""
+    try:
+        with open(os.path.join(build, "compile_commands.json")) as f:
+            entries = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    commands = {}
+    for e in entries:
+        path = os.path.realpath(os.path.join(e["directory"], e["file"]))
+        command = e.get("command") or " ".join(e.get("arguments", []))
+        commands[path] = " " + command + " "
+    return commands
+
+
 def cache_value(path, name):
     """The value of `name` in a CMakeCache.txt, or None."""
     try:
@@ -315,7 +338,8 @@ def main():
     name = args.idiom
     spec = dict(compare="exact", files=[], text=[], exit=0, report=None,
                 ref_batch=2 * BATCH, untouched=False, prepare=None,
-                atol=ATOL, rtol=RTOL, whole=False, notes=[], edited={})
+                atol=ATOL, rtol=RTOL, whole=False, notes=[], edited={},
+                database={})
     spec.update(IDIOMS[name])
     checks = rx.Checks(f"idiom.{name}")
     src = os.path.join(args.source_root, "test", "e2e", "idioms", name)
@@ -350,6 +374,15 @@ def main():
                             log=os.path.join(logs, "configure-original.log"))
     if not checks.record("configure-original", code == 0, rx.tail(out + err)):
         return summary_exit()
+    if spec["database"]:
+        commands = database_commands(orig_build)
+        for rel, patterns in sorted(spec["database"].items()):
+            command = commands.get(os.path.realpath(os.path.join(src, rel)))
+            missing = [p for p in patterns
+                       if command is None or not re.search(p, command)]
+            checks.record(f"original-database:{rel}", not missing,
+                          f"its command {command!r} does not match "
+                          f"{missing}")
     report_file = os.path.join(work, "report.json")
     code, out, err = rx.run([ddpify, "migrate", "--out-dir", migrated,
                              "--root", src, "-p", orig_build, "--report",
