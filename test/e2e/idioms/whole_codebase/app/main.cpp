@@ -60,9 +60,9 @@ void evaluate(Classifier &model, auto &loader, size_t dataset_size, int epoch,
       target = target.cuda();
     }
     auto output = model->forward(data);
-    loss_sum += torch::nll_loss(output, target, /*weight=*/{},
-                                torch::Reduction::Sum)
-                    .item<double>();
+    loss_sum +=
+        torch::nll_loss(output, target, /*weight=*/{}, torch::Reduction::Sum)
+            .item<double>();
     correct += output.argmax(1).eq(target).sum().item<int64_t>();
   }
   log.line(format_line("epoch %d test_loss %.6f test_correct %lld "

@@ -15,6 +15,4 @@ torch::data::Example<> ShapesDataset::get(size_t index) {
   return {features_[index], labels_[index]};
 }
 
-torch::optional<size_t> ShapesDataset::size() const {
-  return labels_.size(0);
-}
+torch::optional<size_t> ShapesDataset::size() const { return labels_.size(0); }
