@@ -224,7 +224,8 @@ private:
 constexpr llvm::StringLiteral RuntimeTarget = "ddpify::runtime";
 
 /// A CMake file under the root, as the lexer reads it: where its
-/// find_package(Torch) and project() are, whether it finds ddpify already.
+/// find_package(Torch) and project() are, whether it finds ddpify already,
+/// whether it overwrites CMAKE_PREFIX_PATH.
 struct ListFile {
   std::string Path;
   std::string Text;
@@ -232,7 +233,27 @@ struct ListFile {
   std::string ParseError;
   std::optional<size_t> FindTorch, Project;
   bool FindsDdpify = false;
+  bool SetsPrefixPath = false;
 };
+
+/// `set(CMAKE_PREFIX_PATH /opt/libtorch)`: a normal variable that hides the
+/// cache's, so `-DCMAKE_PREFIX_PATH=<ddpify>` no longer reaches
+/// find_package. Not a set() of the cache entry itself, nor one that keeps
+/// the old value (`set(CMAKE_PREFIX_PATH "${CMAKE_PREFIX_PATH};/opt/x")`);
+/// `$ENV{CMAKE_PREFIX_PATH}` is not the old value.
+bool overwritesPrefixPath(const CMakeCommand &C) {
+  if (C.Name != "set" || C.Args.size() < 2 ||
+      C.Args[0].Value != "CMAKE_PREFIX_PATH")
+    return false;
+  for (const CMakeArgument &Arg : C.Args) {
+    llvm::StringRef Value = Arg.Value;
+    if (Value == "CACHE" || Value == "PARENT_SCOPE" ||
+        Value.contains("${CMAKE_PREFIX_PATH}") ||
+        Value.contains("$CACHE{CMAKE_PREFIX_PATH}"))
+      return false;
+  }
+  return true;
+}
 
 void readListFile(ListFile &File) {
   llvm::Expected<std::vector<CMakeCommand>> Commands = parseCMake(File.Text);
@@ -245,6 +266,7 @@ void readListFile(ListFile &File) {
     const CMakeCommand &C = File.Commands[I];
     if (C.Name == "project" && !File.Project)
       File.Project = I;
+    File.SetsPrefixPath |= overwritesPrefixPath(C);
     if (C.Name != "find_package" || C.Args.empty())
       continue;
     llvm::StringRef Package = C.Args[0].Value;
@@ -420,7 +442,9 @@ public:
 
     // Every target compiling a changed source, or a source that includes a
     // changed header; a library whose headers changed links PUBLIC, as its
-    // users' code now includes ddp too.
+    // users' code now includes ddp too. A changed source may include a
+    // changed header as well (a library's model.cpp and model.h both get
+    // ddp code): that makes the library's link PUBLIC all the same.
     std::set<std::string> Compiled;
     std::map<std::string, bool> IncludesChanged;
     for (const CMakeTarget &Target : Model->Targets) {
@@ -434,7 +458,6 @@ public:
           if (Why.empty())
             Why = Source;
           (isHeader(Source) ? ThroughHeader : Direct) = true;
-          continue;
         }
         if (ChangedHeaders.empty() || isHeader(Source) ||
             !isUnder(Source, Root))
@@ -637,10 +660,23 @@ private:
       return;
     }
     const CMakeCommand &C = Anchor->Commands[*Command];
-    insert(*Anchor, C.LineEnd,
-           "\n" + indentAt(Anchor->Text, C.Offset) +
-               "find_package(ddpify REQUIRED)",
-           "find_package(ddpify REQUIRED)");
+    std::string Indent = indentAt(Anchor->Text, C.Offset);
+    // A project that sets CMAKE_PREFIX_PATH itself hides the
+    // -DCMAKE_PREFIX_PATH=<ddpify> the migration guide says to pass (and the
+    // user package registry may then give another ddpify, silently): the
+    // cache's value goes in as hints, searched before the registry.
+    auto Sets = [](const ListFile *F) { return F->SetsPrefixPath; };
+    bool Hides = llvm::any_of(Chain, Sets) || llvm::any_of(Included, Sets);
+    std::string Find = Hides ? "find_package(ddpify REQUIRED HINTS "
+                               "$CACHE{CMAKE_PREFIX_PATH})"
+                             : "find_package(ddpify REQUIRED)";
+    std::string Text = "\n" + Indent + Find;
+    if (Hides)
+      Text = "\n" + Indent +
+             "# HINTS: the -DCMAKE_PREFIX_PATH of the command line, which "
+             "set(CMAKE_PREFIX_PATH ...) hides" +
+             Text;
+    insert(*Anchor, C.LineEnd, Text, Find);
     Anchor->FindsDdpify = true;
   }
 

@@ -10,13 +10,19 @@ configured (its compilation database), never built: the migrated program run
 without a launcher is the reference. Steps, each a named check (every check
 that can still run is run; the summary names each one that failed):
   1. `ddpify migrate --out-dir` of the whole program (-p the original's
-     configured build, its sources) exits as IDIOMS says; the report (JSON)
-     names what IDIOMS says it must. For a program that trains nothing, the
+     configured build, its sources; no source at all for a `whole` code
+     base) exits as IDIOMS says; the report (JSON) names what IDIOMS says
+     it must, stderr the notes, the migrated files the edits. For a program that trains nothing, the
      migrated tree is the original tree, byte for byte, and that ends the test.
   2. The migrated tree configures and builds against the ddpify build tree
      (find_package(ddpify) through CMAKE_PREFIX_PATH) with the parameter-hash
-     hook linked in (link_hook.cmake, as run_example.py); `ddpify migrate` of
-     the migrated tree changes nothing.
+     hook linked in (link_hook.cmake, as run_example.py), and finds the
+     ddpify it was given (CMake's user package registry is that of a HOME
+     of the test's own: empty); `ddpify migrate` of the migrated tree
+     changes nothing. For a `whole` code base, also the user's second run:
+     a copy configured as the migration guide says, `migrate --in-place`
+     (the out-dir tree again), then `ddpify diff` with that same database,
+     which predates the runtime: no change, no item.
   3. `ddprun --nproc-per-node 2` at batch B, each rank in its own working
      directory, and in parallel the reference: the migrated program alone
      (world size 1) at batch REF_BATCH (2B: two ranks at B see, step by step,
@@ -89,6 +95,19 @@ BATCH = 16  # per rank under ddprun; REF_BATCH is 2 * BATCH unless unsharded
 #   untouched: migrate must not edit anything (programs that train nothing)
 #   prepare:  lambda(exe, work) -> (argv, inputs): a run of the migrated
 #             program without a launcher that makes the program's input
+#   whole:    the whole code base: `ddpify migrate -p BUILD` (and the
+#             migration of the migrated tree) with no source argument; and
+#             the user's second run: a copy of the original, configured as
+#             the migration guide says, `migrate --in-place` with its
+#             database, which must give the out-dir tree, then `ddpify diff`
+#             with that same database (which predates the runtime), which
+#             must change nothing and name no item
+#   notes:    regexes migrate's stderr must each match (its notes)
+#   database: {source of the tree: regexes its command in the original's
+#             compilation database must match}: what the program is meant
+#             to make ddpify cope with (-Werror, a standard) is really there
+#   edited:   {file of the tree: regex (or list of them) its migrated text
+#             must match}
 IDIOMS = {
     # C++14 tutorial-style convnet, TORCH_MODULE, RandomSampler train +
     # SequentialSampler test (203 samples: padding shows), train/test metrics.
@@ -166,6 +185,43 @@ IDIOMS = {
     "manual_slices": dict(
         exe="manual_slices", args=lambda b, i: [str(b)], models=1,
         ref_batch=BATCH, report=r"(?i)shard"),
+    # A whole CMake code base (issue 12) in several folders: a static
+    # library (C++14) from file(GLOB) in a subdirectory whose header changes,
+    # app/ through aux_source_directory, a source listed in an include()d
+    # .cmake file, the executable made by the project's function; it sets
+    # CMAKE_PREFIX_PATH itself, builds with -Wall -Werror (a variable clang
+    # calls set but not used), C++20 `auto` parameters at -std=c++17 under
+    # g++ -fconcepts; BatchNorm, .cuda(), a logger class writing a file,
+    # checkpoints from another unit. Migrated with no source argument, the
+    # user's second run checked (the `whole` key above).
+    "whole_codebase": dict(
+        exe="shapes_train", args=lambda b, i: [str(b)], models=1,
+        whole=True,
+        files=["train_log.txt", "checkpoint-2-model.pt",
+               "checkpoint-2-optimizer.pt", "checkpoint-4-model.pt",
+               "checkpoint-4-optimizer.pt", "classifier.pt"],
+        text=["train_log.txt"],
+        notes=[r"app/main\.cpp' does not parse at -std=c\+\+17 but does "
+               r"at -std=c\+\+20"],
+        database={"app/main.cpp": [r" -Werror ", r" -std=c\+\+17 ",
+                                   r" -fconcepts "],
+                  "common/log.cpp": [r" -Werror ", r" -std=c\+\+14 "],
+                  "common/model.cpp": [r" -Werror ", r" -std=c\+\+14 "]},
+        edited={
+            "app/main.cpp": r"ddp::DistributedDataParallel",
+            "train/checkpoint.cpp": r"ddp::is_main_process\(\)",
+            "common/log.h": r"#include <ddp/ddp.h>",
+            "common/log.cpp": r"ddp::output_path",
+            "CMakeLists.txt": [
+                r"(?m)^find_package\(ddpify REQUIRED HINTS "
+                r"\$CACHE\{CMAKE_PREFIX_PATH\}\)$",
+                r"(?m)^add_trainer\(shapes_train .*\)\n"
+                r"target_link_libraries\(shapes_train PRIVATE "
+                r"ddpify::runtime\)$"],
+            # Its headers changed: its users need the runtime too.
+            "common/CMakeLists.txt": r"(?m)^target_link_libraries\("
+                                     r"shapes_common PUBLIC [^)]*"
+                                     r"ddpify::runtime\)$"}),
 }
 
 NUMBER = re.compile(r"([-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf)")
@@ -238,6 +294,35 @@ def report_text(path):
     return "\n".join(parts)
 
 
+def database_commands(build):
+    """{real path of a source: its command line, one string} of the
+    compile_commands.json in build."""
+    try:
+        with open(os.path.join(build, "compile_commands.json")) as f:
+            entries = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    commands = {}
+    for e in entries:
+        path = os.path.realpath(os.path.join(e["directory"], e["file"]))
+        command = e.get("command") or " ".join(e.get("arguments", []))
+        commands[path] = " " + command + " "
+    return commands
+
+
+def cache_value(path, name):
+    """The value of `name` in a CMakeCache.txt, or None."""
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.rstrip("\n").partition("=")
+                if key.split(":")[0] == name:
+                    return value
+    except OSError:
+        pass
+    return None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("idiom", choices=sorted(IDIOMS))
@@ -253,7 +338,8 @@ def main():
     name = args.idiom
     spec = dict(compare="exact", files=[], text=[], exit=0, report=None,
                 ref_batch=2 * BATCH, untouched=False, prepare=None,
-                atol=ATOL, rtol=RTOL)
+                atol=ATOL, rtol=RTOL, whole=False, notes=[], edited={},
+                database={})
     spec.update(IDIOMS[name])
     checks = rx.Checks(f"idiom.{name}")
     src = os.path.join(args.source_root, "test", "e2e", "idioms", name)
@@ -266,6 +352,14 @@ def main():
     cache = ["--cache-dir", os.path.abspath(args.cache_dir)] \
         if args.cache_dir else []
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+    # Only what the command line says finds ddpify: CMake's user package
+    # registry of a HOME of the test's own is empty (the real one may hold
+    # another ddpify build, which a project that sets CMAKE_PREFIX_PATH
+    # itself would silently get).
+    home = os.path.join(work, "home")
+    os.makedirs(home)
+    env = rx.clean_env({"HOME": home})
+    sources = [] if spec["whole"] else rx.sources(src)
 
     def summary_exit():
         checks.summary()
@@ -280,10 +374,19 @@ def main():
                             log=os.path.join(logs, "configure-original.log"))
     if not checks.record("configure-original", code == 0, rx.tail(out + err)):
         return summary_exit()
+    if spec["database"]:
+        commands = database_commands(orig_build)
+        for rel, patterns in sorted(spec["database"].items()):
+            command = commands.get(os.path.realpath(os.path.join(src, rel)))
+            missing = [p for p in patterns
+                       if command is None or not re.search(p, command)]
+            checks.record(f"original-database:{rel}", not missing,
+                          f"its command {command!r} does not match "
+                          f"{missing}")
     report_file = os.path.join(work, "report.json")
     code, out, err = rx.run([ddpify, "migrate", "--out-dir", migrated,
                              "--root", src, "-p", orig_build, "--report",
-                             report_file] + cache + rx.sources(src),
+                             report_file] + cache + sources, env=env,
                             timeout=rx.BUILD_TIMEOUT_S,
                             log=os.path.join(logs, "migrate.log"))
     print("--- ddpify migrate report (stderr)\n" + err, flush=True)
@@ -298,6 +401,20 @@ def main():
                       re.search(spec["report"], text) is not None,
                       f"no report item or note matches /{spec['report']}/; "
                       f"items and notes: {text!r}")
+    for note in spec["notes"]:
+        checks.record(f"migrate-says:{note}", re.search(note, err) is not None,
+                      f"no line of migrate's stderr matches /{note}/")
+    for rel, patterns in sorted(spec["edited"].items()):
+        try:
+            with open(os.path.join(migrated, rel)) as f:
+                text = f.read()
+        except OSError as e:
+            text = f"({e})"
+        patterns = [patterns] if isinstance(patterns, str) else patterns
+        missing = [p for p in patterns if re.search(p, text) is None]
+        checks.record(f"migrated:{rel}", not missing,
+                      f"the migrated {rel} does not match /{missing[0]}/:\n"
+                      + rx.tail(text, 30) if missing else "")
     if spec["untouched"]:
         difference = rx.compare_trees(src, migrated)
         checks.record("migrate-edits-nothing", not difference, difference)
@@ -310,10 +427,16 @@ def main():
         f"-DCMAKE_PREFIX_PATH={os.path.abspath(args.build_dir)}",
         f"-DCMAKE_PROJECT_INCLUDE={os.path.join(HERE, 'link_hook.cmake')}",
         f"-DDDPIFY_E2E_HOOK_OBJECT={os.path.abspath(args.hook_object)}"],
-        timeout=rx.BUILD_TIMEOUT_S,
+        env=env, timeout=rx.BUILD_TIMEOUT_S,
         log=os.path.join(logs, "configure-migrated.log"))
     if not checks.record("configure-migrated", code == 0, rx.tail(out + err)):
         return summary_exit()
+    found = cache_value(os.path.join(mig_build, "CMakeCache.txt"),
+                        "ddpify_DIR")
+    checks.record("found-the-given-ddpify",
+                  found is not None and os.path.realpath(found) ==
+                  os.path.realpath(args.build_dir),
+                  f"ddpify_DIR is {found!r}, not {args.build_dir}")
 
     def build_migrated():
         code, out, err = rx.run(["cmake", "--build", mig_build],
@@ -329,7 +452,8 @@ def main():
         again = os.path.join(work, "migrated-again")
         code, out, err = rx.run(
             [ddpify, "migrate", "--quiet", "--out-dir", again, "--root",
-             migrated, "-p", mig_build] + cache + rx.sources(migrated),
+             migrated, "-p", mig_build] + cache +
+            ([] if spec["whole"] else rx.sources(migrated)), env=env,
             timeout=rx.BUILD_TIMEOUT_S,
             log=os.path.join(logs, "migrate-again.log"))
         if checks.record("migrate-again-runs", code == spec["exit"],
@@ -338,9 +462,46 @@ def main():
             checks.record("migrate-again-changes-nothing", not difference,
                           difference)
 
+    def second_run():
+        """migrate --in-place on a copy, then diff with its database."""
+        tree = os.path.join(work, "in-place")
+        tree_build = os.path.join(work, "in-place-build")
+        rx.copy_tree(src, tree)
+        code, out, err = rx.run(
+            ["cmake", "-S", tree, "-B", tree_build, "-G", args.generator,
+             "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+             f"-DCMAKE_PREFIX_PATH={os.path.abspath(args.build_dir)}"],
+            env=env, timeout=rx.BUILD_TIMEOUT_S,
+            log=os.path.join(logs, "configure-in-place.log"))
+        if not checks.record("configure-in-place", code == 0,
+                             rx.tail(out + err)):
+            return
+        code, out, err = rx.run(
+            [ddpify, "migrate", "--in-place", "--root", tree, "-p",
+             tree_build] + cache, env=env, timeout=rx.BUILD_TIMEOUT_S,
+            log=os.path.join(logs, "migrate-in-place.log"))
+        if not checks.record("migrate-in-place-runs", code == spec["exit"],
+                             f"exit {code}\n{rx.tail(err)}"):
+            return
+        difference = rx.compare_trees(migrated, tree)
+        checks.record("in-place-equals-out-dir", not difference, difference)
+        code, out, err = rx.run(
+            [ddpify, "diff", "--root", tree, "-p", tree_build] + cache,
+            env=env, timeout=rx.BUILD_TIMEOUT_S,
+            log=os.path.join(logs, "second-run-diff.log"))
+        checks.record("second-run-diff-changes-nothing",
+                      code == 0 and not out.strip(),
+                      f"exit {code}\n{rx.tail(out, 30)}\n{rx.tail(err)}")
+        checks.record("second-run-diff-names-no-item",
+                      "item(s)" not in err and "error" not in err,
+                      rx.tail(err))
+
     jobs = [pool.submit(build_migrated), pool.submit(migrate_again)]
+    if spec["whole"]:
+        jobs.append(pool.submit(second_run))
     built = jobs[0].result()
-    jobs[1].result()
+    for job in jobs[1:]:
+        job.result()
     if not built:
         checks.record("ddprun-run", False,
                       "not run: the migrated program was not built")
