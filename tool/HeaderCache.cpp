@@ -485,10 +485,13 @@ std::string HeaderCache::build(const CompileCommand &Command,
     return "";
   }
 
+  // Real paths: `..` after a symlink (merged /usr: /lib/gcc/.../../include)
+  // cannot be removed by hand.
   auto Absolute = [&](llvm::StringRef Dependency) {
-    llvm::SmallString<256> Path(Dependency);
+    llvm::SmallString<256> Path(Dependency), Real;
     llvm::sys::fs::make_absolute(Command.Directory, Path);
-    llvm::sys::path::remove_dots(Path, /*remove_dot_dot=*/true);
+    if (!llvm::sys::fs::real_path(Path, Real))
+      return Real.str().str();
     return Path.str().str();
   };
   // LibTorch unpacked into the project and found with -I is no project code:
@@ -501,12 +504,13 @@ std::string HeaderCache::build(const CompileCommand &Command,
       if (llvm::StringRef(Path).ends_with(Marker))
         LibTorchDirs.push_back(Path.substr(0, Path.size() - Marker.size()));
   }
+  std::string HeaderPath = Absolute(Header);
   std::string ManifestText = ManifestHeader.str() + "\n";
   bool ProjectHeader = false;
   for (const std::string &Dependency : Dependencies->getDependencies()) {
     std::string Path = Absolute(Dependency);
     llvm::StringRef Kind = "system";
-    if (Path == Header)
+    if (Path == HeaderPath)
       Kind = "prefix";
     else if (Dependencies->UserFiles.count(Dependency))
       Kind = llvm::any_of(
