@@ -110,12 +110,14 @@ std::string FindingLocator::realPath(const SourceManager &SM, FileID File) {
   return Result;
 }
 
+bool isPathUnder(llvm::StringRef Path, llvm::StringRef Dir) {
+  return Path.starts_with(Dir) &&
+         (Path.size() == Dir.size() || Dir.ends_with("/") ||
+          llvm::sys::path::is_separator(Path[Dir.size()]));
+}
+
 bool FindingLocator::isUnderRoot(llvm::StringRef Path) const {
-  if (!Path.starts_with(ProjectRoot))
-    return false;
-  return Path.size() == ProjectRoot.size() ||
-         llvm::sys::path::is_separator(Path[ProjectRoot.size()]) ||
-         llvm::StringRef(ProjectRoot).ends_with("/");
+  return isPathUnder(Path, ProjectRoot);
 }
 
 std::string indentationOf(const SourceManager &SM, SourceLocation Loc,

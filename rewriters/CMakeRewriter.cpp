@@ -3,6 +3,7 @@
 #include "ddpify/CMakeRewriter.h"
 #include "ddpify/CMakeFileApi.h"
 #include "ddpify/EditSet.h"
+#include "ddpify/MatcherUtil.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -356,12 +357,6 @@ bool includesChanged(const std::string &File,
   return false;
 }
 
-bool isUnder(llvm::StringRef Path, llvm::StringRef Dir) {
-  return Path.starts_with(Dir) &&
-         (Path.size() == Dir.size() || Dir.ends_with("/") ||
-          llvm::sys::path::is_separator(Path[Dir.size()]));
-}
-
 std::string relative(llvm::StringRef Path, llvm::StringRef Root) {
   llvm::StringRef Rest = Path;
   if (Rest.consume_front(Root))
@@ -460,7 +455,7 @@ public:
           (isHeader(Source) ? ThroughHeader : Direct) = true;
         }
         if (ChangedHeaders.empty() || isHeader(Source) ||
-            !isUnder(Source, Root))
+            !isPathUnder(Source, Root))
           continue;
         auto Known = IncludesChanged.find(Source);
         if (Known == IncludesChanged.end()) {
@@ -539,7 +534,7 @@ private:
   std::string topListFile(llvm::StringRef File) {
     std::string Top;
     for (llvm::StringRef Dir = llvm::sys::path::parent_path(File);
-         !Dir.empty() && isUnder(Dir, Root);
+         !Dir.empty() && isPathUnder(Dir, Root);
          Dir = llvm::sys::path::parent_path(Dir)) {
       llvm::SmallString<256> Path(Dir);
       llvm::sys::path::append(Path, "CMakeLists.txt");
@@ -565,7 +560,7 @@ private:
     if (Known != Files.end())
       return Known->second.get();
     std::unique_ptr<ListFile> &Slot = Files[Path];
-    if (!isUnder(Path, Root) || !llvm::sys::fs::is_regular_file(Path))
+    if (!isPathUnder(Path, Root) || !llvm::sys::fs::is_regular_file(Path))
       return nullptr;
     llvm::Expected<std::string> Text = readFile(Path);
     if (!Text) {
@@ -686,7 +681,7 @@ private:
     std::string Where = Site && !Site->File.empty()
                             ? Site->File + ":" + std::to_string(Site->Line)
                             : "no backtrace";
-    if (!Site || !isUnder(Site->File, Root)) {
+    if (!Site || !isPathUnder(Site->File, Root)) {
       item(ChangedSource, 1, "cmake-target-outside-root",
            "target '" + Target.Name + "' is defined outside the root (" +
                Where + "); link it to ddpify::runtime by hand");

@@ -1,6 +1,7 @@
 //===- HeaderCache.cpp - A precompiled <torch/torch.h> kept between runs --===//
 
 #include "HeaderCache.h"
+#include "ddpify/MatcherUtil.h"
 #include "clang/Basic/Version.h"
 #include "clang/Frontend/CompilerInstance.h"
 #include "clang/Frontend/FrontendActions.h"
@@ -44,13 +45,6 @@ private:
                                               IsModuleFile, IsMissing);
   }
 };
-
-bool isUnder(llvm::StringRef Path, llvm::StringRef Root) {
-  if (Root.empty() || !Path.starts_with(Root))
-    return false;
-  return Path.size() == Root.size() ||
-         llvm::sys::path::is_separator(Path[Root.size()]);
-}
 
 class BuildPchAction : public GeneratePCHAction {
 public:
@@ -124,7 +118,7 @@ ManifestState manifestState(llvm::StringRef ManifestPath,
     std::optional<uint64_t> Now = hashFile(Path);
     if (!Now || hex(*Now) != Hash)
       return ManifestState::Stale;
-    if (Kind == "user" && isUnder(Path, Root))
+    if (Kind == "user" && isPathUnder(Path, Root))
       State = ManifestState::ProjectHeader;
   }
   return State;
@@ -309,7 +303,7 @@ public:
         // into the prefix as written (the precompiled header finds it
         // through the same -iquote/-I folders: only the includer's own
         // folder, which is the project's, differs).
-        if (isUnder(Found, Root)) {
+        if (isPathUnder(Found, Root)) {
           if (Depth >= 8 || !Visited.insert(Found).second)
             return false;
           llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Buffer =
@@ -515,7 +509,7 @@ std::string HeaderCache::build(const CompileCommand &Command,
     else if (Dependencies->UserFiles.count(Dependency))
       Kind = llvm::any_of(
                  LibTorchDirs,
-                 [&](const std::string &Dir) { return isUnder(Path, Dir); })
+                 [&](const std::string &Dir) { return isPathUnder(Path, Dir); })
                  ? "libtorch"
                  : "user";
     std::optional<uint64_t> Hash = hashFile(Path);
@@ -524,7 +518,7 @@ std::string HeaderCache::build(const CompileCommand &Command,
       FailureReason = "cannot read '" + Path + "'";
       return "";
     }
-    ProjectHeader |= Kind == "user" && isUnder(Path, Root);
+    ProjectHeader |= Kind == "user" && isPathUnder(Path, Root);
     ManifestText += hex(*Hash) + " " + Kind.str() + " " + Path + "\n";
   }
   // A project header reached through an angle include: the unit parses

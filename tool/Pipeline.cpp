@@ -3,6 +3,7 @@
 #include "Pipeline.h"
 #include "HeaderCache.h"
 #include "Report.h"
+#include "ddpify/MatcherUtil.h"
 #include "ddpify/Registry.h"
 #include "ddpify/Rewriter.h"
 #include "clang/AST/ASTConsumer.h"
@@ -36,12 +37,6 @@ using namespace clang::tooling;
 
 namespace ddpify {
 namespace {
-
-bool isUnder(llvm::StringRef Path, llvm::StringRef Dir) {
-  return Path.starts_with(Dir) &&
-         (Path.size() == Dir.size() || Dir.ends_with("/") ||
-          llvm::sys::path::is_separator(Path[Dir.size()]));
-}
 
 /// Prints compiler errors (and their notes) the way clang does, but not
 /// warnings: ddpify reports on the program, it does not compile it.
@@ -99,7 +94,7 @@ public:
       llvm::SmallString<256> Real;
       Outside = !SM.getFileManager().getVirtualFileSystem().getRealPath(
                     Entry->getName(), Real) &&
-                !isUnder(Real, Root);
+                !isPathUnder(Real, Root);
     }
     OutsideRoot[File] = Outside;
     return Outside;
@@ -519,7 +514,7 @@ std::string cacheDirectory(const ToolOptions &Options, llvm::StringRef Root) {
     return "";
   llvm::sys::path::append(Cache, "ddpify");
   std::string Real = absoluteRealPath(Cache);
-  if (isUnder(Real.empty() ? Cache.str() : llvm::StringRef(Real), Root))
+  if (isPathUnder(Real.empty() ? Cache.str() : llvm::StringRef(Real), Root))
     return "";
   return Cache.str().str();
 }
@@ -555,7 +550,7 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
     }
   }
   for (size_t I = 0; I < Sources.size(); ++I)
-    if (!isUnder(Sources[I], Result.Root)) {
+    if (!isPathUnder(Sources[I], Result.Root)) {
       llvm::errs() << "ddpify: error: source '" << Options.Sources[I]
                    << "' is outside the project root '" << Result.Root
                    << "'; nothing outside the root is rewritten (see "
@@ -599,13 +594,13 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
     unsigned Outside = 0, NotCxx = 0, InBuild = 0;
     for (const std::string &Real : All) {
       llvm::StringRef Extension = llvm::sys::path::extension(Real);
-      if (!isUnder(Real, Result.Root))
+      if (!isPathUnder(Real, Result.Root))
         ++Outside;
       else if (!llvm::is_contained({".cpp", ".cc", ".cxx", ".c++", ".cp", ".C",
                                     ".CPP", ".cppm", ".ixx"},
                                    Extension))
         ++NotCxx;
-      else if (BuildDir != Result.Root && isUnder(Real, BuildDir))
+      else if (BuildDir != Result.Root && isPathUnder(Real, BuildDir))
         ++InBuild;
       else if (!Excluded(Real)) {
         Sources.push_back(Real);

@@ -19,6 +19,9 @@
 
 namespace ddpify {
 
+/// Whether Path is Dir or lies inside it (a path prefix, not a string one).
+bool isPathUnder(llvm::StringRef Path, llvm::StringRef Dir);
+
 /// E with every layer of parentheses and implicit nodes (casts,
 /// temporaries, cleanups) removed; null stays null.
 const clang::Expr *stripParensAndImplicit(const clang::Expr *E);
