@@ -208,6 +208,29 @@ gloo_device(const detail::EnvConfig& env) {
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
+/// The device DDP_DEVICE names; throws for a malformed name or a device this
+/// machine does not have.
+torch::Device forced_device(const std::string& name) {
+  c10::optional<torch::Device> parsed;
+  try {
+    parsed = torch::Device(name);
+  } catch (const std::exception&) {
+    throw std::runtime_error("ddp::device: DDP_DEVICE=" + name +
+                             " is not a device (cpu, cuda, cuda:N)");
+  }
+  if (parsed->is_cuda()) {
+    const auto count = torch::cuda::device_count();
+    const auto index = parsed->has_index() ? parsed->index() : 0;
+    if (count == 0 || index >= static_cast<c10::DeviceIndex>(count)) {
+      throw std::runtime_error("ddp::device: DDP_DEVICE=" + name +
+                               " but " + std::to_string(count) +
+                               " CUDA devices are visible");
+    }
+    return torch::Device(torch::kCUDA, index);
+  }
+  return *parsed;
+}
+
 using detail::compat::BackendPtr;
 
 BackendPtr make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
@@ -351,7 +374,7 @@ void init(int& argc, char** argv, InitOptions options) {
   auto env =
       detail::read_environment(detail::process_environment(), local_rank_arg,
                                options.backend, options.timeout);
-  if (env.world_size > 1) {
+  if (env.world_size > 1 || env.group_of_one) {
     const auto name = choose_backend(env);
     auto store = make_store(env);
     c10::intrusive_ptr<c10d::ProcessGroup> group;
@@ -404,7 +427,8 @@ bool is_initialized() {
 bool is_distributed() {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  return s.initialized && s.group && s.env.world_size > 1;
+  // A group exists in a world of several, or of one with DDP_GROUP_OF_ONE.
+  return s.initialized && s.group;
 }
 
 Launcher launcher() {
@@ -441,6 +465,11 @@ const char* null_device_path() {
 }
 
 torch::Device device() {
+  if (const char* forced = std::getenv("DDP_DEVICE")) {
+    if (*forced != '\0') {
+      return forced_device(forced);
+    }
+  }
   if (torch::cuda::is_available()) {
     return torch::Device(torch::kCUDA,
                          static_cast<c10::DeviceIndex>(local_rank()));

@@ -16,6 +16,19 @@ config.test_source_root = os.path.dirname(__file__)
 cache_on = lit_config.params.get("cache", "on") != "off"
 config.test_exec_root = (config.lit_binary_dir if cache_on
                          else os.path.join(config.lit_binary_dir, "nocache"))
+# `lit --param torch=2` parses against the second LibTorch (PyPI's 2.x wheel,
+# test/lit/CMakeLists.txt) instead of this build's, in its own folder (its
+# header cache and precompiled header are its own), with the ddpify package
+# of the runtime built against it.
+torch2 = lit_config.params.get("torch", "1") == "2"
+if torch2:
+    if not getattr(config, "torch2_dir", "") or not config.torch2_include_dirs[0]:
+        lit_config.fatal("--param torch=2: this build was configured without "
+                         "DDPIFY_TORCH2_PREFIX")
+    config.torch_include_dirs = config.torch2_include_dirs
+    config.torch_dir = config.torch2_dir
+    config.ddpify_build_dir = config.torch2_build_dir
+    config.test_exec_root = os.path.join(config.test_exec_root, "torch2")
 os.makedirs(config.test_exec_root, exist_ok=True)
 
 torch_includes = " ".join("-I" + d for d in config.torch_include_dirs)
@@ -89,7 +102,8 @@ def syntax_check_pch():
     """A precompiled <torch/torch.h> for %syntax_check (each check would
     otherwise parse all of LibTorch), rebuilt when clang no longer accepts it
     (a changed header or flag); None when it cannot be built."""
-    pch = os.path.join(config.lit_binary_dir, "syntax-check-torch.pch")
+    pch = os.path.join(config.test_exec_root if torch2 else config.lit_binary_dir,
+                       "syntax-check-torch.pch")
     flags = compile_args.split()
 
     def accepted():
@@ -99,7 +113,7 @@ def syntax_check_pch():
 
     if accepted():
         return pch
-    header = os.path.join(config.lit_binary_dir, "syntax-check-torch.hpp")
+    header = os.path.join(os.path.dirname(pch), "syntax-check-torch.hpp")
     if not os.path.exists(header):
         with open(header + ".tmp-%d" % os.getpid(), "w") as f:
             f.write("#include <torch/torch.h>\n")

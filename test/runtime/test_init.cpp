@@ -365,6 +365,28 @@ std::vector<std::string> words(const std::string& text) {
   return out;
 }
 
+// DDP_DEVICE overrides ddp::device(); a device this machine lacks is an
+// error (ranks sharing one GPU over Gloo set DDP_DEVICE=cuda:0).
+TEST(Init, DdpDeviceOverridesTheDevice) {
+  struct Restore {
+    ~Restore() { ::unsetenv("DDP_DEVICE"); }
+  } restore;
+  ::setenv("DDP_DEVICE", "cpu", 1);
+  EXPECT_EQ(ddp::device(), torch::Device(torch::kCPU));
+  ::setenv("DDP_DEVICE", "gpu0", 1);
+  EXPECT_THROW(ddp::device(), std::runtime_error);
+  ::setenv("DDP_DEVICE", "cuda:0", 1);
+  if (torch::cuda::is_available()) {
+    EXPECT_EQ(ddp::device(), torch::Device(torch::kCUDA, 0));
+  } else {
+    EXPECT_THROW(ddp::device(), std::runtime_error);
+  }
+  ::setenv("DDP_DEVICE", "cuda:99", 1);
+  EXPECT_THROW(ddp::device(), std::runtime_error);
+  ::unsetenv("DDP_DEVICE");
+  EXPECT_EQ(ddp::device().is_cuda(), torch::cuda::is_available());
+}
+
 // The real torchrun of this LibTorch's PyTorch (test/runtime/CMakeLists.txt:
 // the wheel's own, unpatched; Debian's python3-torch through
 // torchrun_compat.py): its agent runs the store and sets
