@@ -26,16 +26,15 @@ bash "$root/scripts/build.sh"
 cmake "$build" -DDDPIFY_TORCH2_PREFIX="$torch2_prefix" \
   -DDDPIFY_TORCH2_BUILD_DIR="$torch2_build" >/dev/null
 
-if [[ ! -f "$torch2_build/build.ninja" ]]; then
-  launcher=()
-  if command -v ccache >/dev/null; then
-    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  fi
-  cmake -S "$root" -B "$torch2_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DDDPIFY_BUILD_TOOL=OFF -DDDPIFY_REGISTER_PACKAGE=OFF \
-    -DDDPIFY_TOOL="$build/bin/ddpify" -DCMAKE_PREFIX_PATH="$torch2_prefix" \
-    "${launcher[@]}"
+# Configured every time (seconds): the tool's and the wheel's paths stay right.
+launcher=()
+if [[ ! -f "$torch2_build/CMakeCache.txt" ]] && command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
+cmake -S "$root" -B "$torch2_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DDDPIFY_BUILD_TOOL=OFF -DDDPIFY_REGISTER_PACKAGE=OFF \
+  -DDDPIFY_TOOL="$build/bin/ddpify" -DCMAKE_PREFIX_PATH="$torch2_prefix" \
+  "${launcher[@]}" >/dev/null
 start=$(date +%s)
 cmake --build "$torch2_build"
 echo "test.sh: LibTorch 2.x build in $(($(date +%s) - start)) s"

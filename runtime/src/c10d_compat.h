@@ -29,7 +29,6 @@
 #endif
 
 #include <chrono>
-#include <string>
 
 #define DDP_TORCH_AT_LEAST(major, minor)                                      \
   (TORCH_VERSION_MAJOR > (major) ||                                           \
@@ -50,13 +49,6 @@ using Backend = c10d::Backend;
 using Backend = c10d::ProcessGroup;
 #endif
 using BackendPtr = c10::intrusive_ptr<Backend>;
-
-/// The version of the LibTorch this runtime was compiled against, "2.11.0".
-inline std::string torch_version() {
-  return std::to_string(TORCH_VERSION_MAJOR) + "." +
-         std::to_string(TORCH_VERSION_MINOR) + "." +
-         std::to_string(TORCH_VERSION_PATCH);
-}
 
 /// The process group that collectives go through, over `backend` (a Gloo or
 /// NCCL backend of this world). In 2.x the group dispatches by the device

@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -364,6 +365,8 @@ def main():
                         "--build-dir; a runtime-only build names another's)")
     parser.add_argument("--torch-dir", help="the LibTorch (TorchConfig.cmake "
                         "folder) both programs are built against")
+    parser.add_argument("--torchrun", help="command line of a torchrun to "
+                        "run the migrated program under as well")
     args = parser.parse_args()
 
     name = args.example
@@ -591,6 +594,35 @@ def main():
                   f"{written[0]}")
     checks.record("rank1-wrote-nothing", not written[1],
                   f"rank 1 wrote {written[1]}")
+
+    # 5b. Two ranks under the real torchrun of this LibTorch's PyTorch
+    # (--torchrun: the wheel's, unpatched), started with --no-python: the
+    # same parameters on both ranks, exit 0.
+    if args.torchrun:
+        tr_dir = os.path.join(work, "torchrun")
+        for r in (0, 1):
+            os.makedirs(os.path.join(tr_dir, f"rank{r}"))
+        tr_hash = os.path.join(work, "hashes-torchrun.txt")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        code, out, err = run(
+            args.torchrun.split() +
+            ["--no-python", "--nproc-per-node", "2", "--master-addr",
+             "127.0.0.1", "--master-port", str(port), "/bin/sh", "-c",
+             'cd "$0/rank$RANK" && exec "$@"', tr_dir, migrated_exe] +
+            program_args,
+            env=clean_env({"DDPIFY_E2E_HASH_FILE": tr_hash}),
+            log=os.path.join(logs, "torchrun.log"))
+        checks.record("torchrun-exit-0", code == 0,
+                      f"exit {code}\n{tail(out + err)}" if code != 0 else "")
+        tr = read_hashes(tr_hash)
+        tr_ranks = {r: [h for (rk, h, _) in tr if rk == r] for r in (0, 1)}
+        checks.record(
+            "torchrun-ranks-identical-parameters",
+            len(tr_ranks[0]) == spec["models"] and tr_ranks[0] == tr_ranks[1]
+            and all("active=1" in rest for (_, _, rest) in tr),
+            f"rank 0: {tr_ranks[0]}, rank 1: {tr_ranks[1]}")
 
     # 6. No launcher: the migrated program is the original program.
     def alone(label, exe):

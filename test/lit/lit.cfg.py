@@ -29,6 +29,12 @@ if torch2:
     config.torch_dir = config.torch2_dir
     config.ddpify_build_dir = config.torch2_build_dir
     config.test_exec_root = os.path.join(config.test_exec_root, "torch2")
+    # CMake projects of the tests find the wheel's Torch (and its Caffe2
+    # and libraries) before the system's, whatever their own arguments.
+    torch2_cmake = os.path.dirname(config.torch2_dir)
+    config.environment["CMAKE_PREFIX_PATH"] = torch2_cmake
+    config.environment["CMAKE_LIBRARY_PATH"] = os.path.normpath(
+        os.path.join(torch2_cmake, "..", "..", "lib"))
 os.makedirs(config.test_exec_root, exist_ok=True)
 
 torch_includes = " ".join("-I" + d for d in config.torch_include_dirs)
