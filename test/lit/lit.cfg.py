@@ -141,7 +141,11 @@ if pch:
         "%syntax_check",
         config.clangxx + " -fsyntax-only " + compile_args + " -include-pch " + pch + " -I" + runtime_include))
 # The same check at C++14 (no precompiled header: it is C++17); ahead of
-# %syntax_check, whose name is a prefix of it.
+# %syntax_check, whose name is a prefix of it. LibTorch 2.x needs C++17
+# (its headers stop with #error at C++14): the tests run it only where the
+# LibTorch under test allows C++14 (`%if libtorch-cxx14`).
+if not torch2:
+    config.available_features.add("libtorch-cxx14")
 config.substitutions.insert(0, (
     "%syntax_check_cxx14",
     config.clangxx + " -fsyntax-only " + compile_args + " -std=c++14 -I" + runtime_include))
