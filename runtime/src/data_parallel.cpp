@@ -146,12 +146,9 @@ public:
     }
     pg_ = ddp::process_group();
     TORCH_CHECK(pg_, kWho, "distributed, but no process group");
+    // A group of one (DDP_GROUP_OF_ONE) goes the whole distributed way too.
     world_size_ = pg_->getSize();
     rank_ = pg_->getRank();
-    if (world_size_ <= 1) {
-      pg_.reset();
-      return;
-    }
     verify_shapes();
     broadcast_states();
     build_buckets();

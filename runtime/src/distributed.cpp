@@ -2,18 +2,15 @@
 
 #include <ddp/distributed.h>
 
+#include "c10d_compat.h"
 #include "env_launcher.h"
 #include "unwrapped_check.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/version.h>
 
 #if defined(DDP_WITH_NCCL)
 #include <c10/cuda/CUDAFunctions.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
 #include <arpa/inet.h>
@@ -29,22 +26,6 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
-
-// LibTorch 2.x split c10d::ProcessGroup (the user-facing group, dispatching
-// by device type) from c10d::Backend (ProcessGroupGloo / ProcessGroupNCCL).
-// In 1.x the backends are ProcessGroups themselves.
-#if TORCH_VERSION_MAJOR >= 2
-#define DDP_C10D_BACKEND_SPLIT 1
-// Later 2.x releases removed ProcessGroup::Options: the group is built from
-// (store, rank, size) and told its default backend. runtime/CMakeLists.txt
-// checks which constructor exists and defines one of these; without it, a
-// guess from the version.
-#if !defined(DDP_C10D_PG_WITHOUT_OPTIONS) && !defined(DDP_C10D_PG_WITH_OPTIONS)
-#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 6
-#define DDP_C10D_PG_WITHOUT_OPTIONS 1
-#endif
-#endif
-#endif
 
 namespace ddp {
 namespace {
@@ -227,11 +208,30 @@ gloo_device(const detail::EnvConfig& env) {
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
-#if defined(DDP_C10D_BACKEND_SPLIT)
-using BackendPtr = c10::intrusive_ptr<c10d::Backend>;
-#else
-using BackendPtr = c10::intrusive_ptr<c10d::ProcessGroup>;
-#endif
+/// The device DDP_DEVICE names; throws for a malformed name or a device this
+/// machine does not have.
+torch::Device forced_device(const std::string& name) {
+  c10::optional<torch::Device> parsed;
+  try {
+    parsed = torch::Device(name);
+  } catch (const std::exception&) {
+    throw std::runtime_error("ddp::device: DDP_DEVICE=" + name +
+                             " is not a device (cpu, cuda, cuda:N)");
+  }
+  if (parsed->is_cuda()) {
+    const auto count = torch::cuda::device_count();
+    const auto index = parsed->has_index() ? parsed->index() : 0;
+    if (count == 0 || index >= static_cast<c10::DeviceIndex>(count)) {
+      throw std::runtime_error("ddp::device: DDP_DEVICE=" + name +
+                               " but " + std::to_string(count) +
+                               " CUDA devices are visible");
+    }
+    return torch::Device(torch::kCUDA, index);
+  }
+  return *parsed;
+}
+
+using detail::compat::BackendPtr;
 
 BackendPtr make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
                      const detail::EnvConfig& env) {
@@ -254,10 +254,9 @@ BackendPtr make_nccl(const c10::intrusive_ptr<c10d::Store>& store,
         "node");
   }
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.local_rank));
-  auto options = c10d::ProcessGroupNCCL::Options::create();
-  options->timeout = env.timeout;
-  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank,
-                                                     env.world_size, options);
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(
+      store, env.rank, env.world_size,
+      detail::compat::nccl_options(env.timeout));
 }
 #endif
 
@@ -274,26 +273,8 @@ make_group(const c10::intrusive_ptr<c10d::Store>& store,
   {
     backend = make_gloo(store, env);
   }
-#if defined(DDP_C10D_BACKEND_SPLIT)
-  const auto type = name == "nccl" ? c10d::ProcessGroup::BackendType::NCCL
-                                   : c10d::ProcessGroup::BackendType::GLOO;
-  const auto device_type =
-      name == "nccl" ? c10::DeviceType::CUDA : c10::DeviceType::CPU;
-#if defined(DDP_C10D_PG_WITHOUT_OPTIONS)
-  auto group =
-      c10::make_intrusive<c10d::ProcessGroup>(store, env.rank, env.world_size);
-  group->setDefaultBackend(type);
-#else
-  auto group = c10::make_intrusive<c10d::ProcessGroup>(
-      store, env.rank, env.world_size,
-      c10::make_intrusive<c10d::ProcessGroup::Options>(name, env.timeout));
-#endif
-  group->setBackend(device_type, type, backend);
-  return group;
-#else
-  (void)name;
-  return backend;
-#endif
+  return detail::compat::make_process_group(
+      store, env.rank, env.world_size, name == "nccl", backend, env.timeout);
 }
 
 void at_exit() {
@@ -393,7 +374,7 @@ void init(int& argc, char** argv, InitOptions options) {
   auto env =
       detail::read_environment(detail::process_environment(), local_rank_arg,
                                options.backend, options.timeout);
-  if (env.world_size > 1) {
+  if (env.world_size > 1 || env.group_of_one) {
     const auto name = choose_backend(env);
     auto store = make_store(env);
     c10::intrusive_ptr<c10d::ProcessGroup> group;
@@ -446,7 +427,8 @@ bool is_initialized() {
 bool is_distributed() {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  return s.initialized && s.group && s.env.world_size > 1;
+  // A group exists in a world of several, or of one with DDP_GROUP_OF_ONE.
+  return s.initialized && s.group;
 }
 
 Launcher launcher() {
@@ -483,6 +465,11 @@ const char* null_device_path() {
 }
 
 torch::Device device() {
+  if (const char* forced = std::getenv("DDP_DEVICE")) {
+    if (*forced != '\0') {
+      return forced_device(forced);
+    }
+  }
   if (torch::cuda::is_available()) {
     return torch::Device(torch::kCUDA,
                          static_cast<c10::DeviceIndex>(local_rank()));

@@ -194,6 +194,13 @@ EnvConfig read_environment(const Getenv& env, std::optional<int> local_rank_arg,
     fail("DDP_BACKEND='" + config.backend +
          "' is not a backend: use gloo, nccl or auto");
   }
+  if (const auto value = get(env, "DDP_GROUP_OF_ONE")) {
+    const auto text = trim(*value);
+    if (text != "0" && text != "1" && !text.empty()) {
+      fail("DDP_GROUP_OF_ONE='" + text + "' is not 0 or 1");
+    }
+    config.group_of_one = text == "1";
+  }
   config.timeout = timeout;
   if (const auto text = get(env, "DDP_TIMEOUT_SECONDS")) {
     char* end = nullptr;
@@ -242,6 +249,10 @@ EnvConfig read_environment(const Getenv& env, std::optional<int> local_rank_arg,
     local_world_var = nullptr; // parsed below
   } else {
     // No launcher: one process, the program runs as before.
+    if (config.group_of_one) {
+      fail("DDP_GROUP_OF_ONE=1 needs a launcher's environment (ddprun "
+           "--nproc-per-node 1, torchrun)");
+    }
     config.local_rank = local_rank_arg.value_or(0);
     config.local_world_size = config.local_rank + 1;
     return config;
@@ -327,7 +338,7 @@ EnvConfig read_environment(const Getenv& env, std::optional<int> local_rank_arg,
   if (port) {
     config.master_port = *port;
   }
-  if (config.world_size > 1) {
+  if (config.world_size > 1 || config.group_of_one) {
     if (config.master_addr.empty()) {
       if (config.launcher == LauncherKind::kSlurm) {
         for (const char* name :

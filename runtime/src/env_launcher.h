@@ -31,6 +31,10 @@ struct EnvConfig {
   /// "gloo", "nccl" or "" (automatic).
   std::string backend;
   std::chrono::milliseconds timeout{0};
+  /// DDP_GROUP_OF_ONE=1: a process group (and so hooks, buckets and
+  /// collectives) even in a world of one process, for checks of the
+  /// distributed path on one device (scripts/gpu-check.sh).
+  bool group_of_one = false;
 };
 
 /// Returns the value of an environment variable, or nullptr.

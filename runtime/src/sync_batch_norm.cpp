@@ -8,20 +8,16 @@
 #include <string>
 #include <vector>
 
-#include <torch/version.h>
+#include "c10d_compat.h"
 
 // LibTorch 1.x declares BatchNormImplBase<D, Derived>::pretty_print in its
 // header but keeps the definition private to libtorch_cpu (the Debian 1.13
 // build does not export it), while the vtables of any class deriving from
 // BatchNorm{1,2,3}dImpl refer to it. This definition, instantiated for the
-// three bases, fills that gap; it prints what LibTorch prints. Template
-// instantiations are weak symbols, so a LibTorch that does export it wins
-// without a clash. Later releases define it in the header:
-// runtime/CMakeLists.txt checks which (a guess from the version without it).
-#if !defined(DDP_DEFINE_BATCHNORM_PRETTY_PRINT)
-#define DDP_DEFINE_BATCHNORM_PRETTY_PRINT (TORCH_VERSION_MAJOR < 2)
-#endif
-#if DDP_DEFINE_BATCHNORM_PRETTY_PRINT
+// three bases, fills that gap; it prints what LibTorch prints. Later releases
+// define it in the header, where a second definition is an error
+// (c10d_compat.h says which).
+#if DDP_COMPAT_DEFINE_BATCHNORM_PRETTY_PRINT
 namespace torch {
 namespace nn {
 template <size_t D, typename Derived>

@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -311,7 +312,7 @@ def tool_paths(args, src, label):
     """(ddpify, ddprun) of --build-dir, or None after naming what is
     missing (the tools, the hook object, the program's sources)."""
     bindir = os.path.join(args.build_dir, "bin")
-    ddpify = os.path.join(bindir, "ddpify")
+    ddpify = args.ddpify or os.path.join(bindir, "ddpify")
     ddprun = os.path.join(bindir, "ddprun")
     for needed in (ddpify, ddprun, args.hook_object, src):
         if not os.path.exists(needed):
@@ -319,6 +320,24 @@ def tool_paths(args, src, label):
                   "ddprun, ddp_runtime and ddpify_e2e_hook first)")
             return None
     return ddpify, ddprun
+
+
+def torch_args(args, build_dir=None):
+    """CMake arguments that select --torch-dir's LibTorch (only build_dir's
+    package without it). Its parent folder goes on CMAKE_PREFIX_PATH, not
+    Torch_DIR alone: TorchConfig finds Caffe2Config and its libraries after
+    the system folders, which may hold another LibTorch (docs/libtorch.md).
+    The original (no build_dir) does not use ddpify's package, which keeps
+    another LibTorch's libraries out: its find_library calls search
+    --torch-dir's lib/ first."""
+    prefixes = [os.path.abspath(build_dir)] if build_dir else []
+    extra = []
+    if args.torch_dir:
+        prefixes.append(os.path.dirname(os.path.abspath(args.torch_dir)))
+        lib = os.path.normpath(os.path.join(args.torch_dir, "..", "..", "..", "lib"))
+        if not build_dir and os.path.exists(os.path.join(lib, "libtorch.so")):
+            extra = [f"-DCMAKE_LIBRARY_PATH={lib}"]
+    return ([f"-DCMAKE_PREFIX_PATH={';'.join(prefixes)}"] if prefixes else []) + extra
 
 
 def fresh_work_dir(work_dir):
@@ -342,6 +361,12 @@ def main():
     parser.add_argument("--hook-object", required=True)
     parser.add_argument("--work-dir", required=True)
     parser.add_argument("--generator", default="Ninja")
+    parser.add_argument("--ddpify", help="the ddpify tool (default: bin/ of "
+                        "--build-dir; a runtime-only build names another's)")
+    parser.add_argument("--torch-dir", help="the LibTorch (TorchConfig.cmake "
+                        "folder) both programs are built against")
+    parser.add_argument("--torchrun", help="command line of a torchrun to "
+                        "run the migrated program under as well")
     args = parser.parse_args()
 
     name = args.example
@@ -366,7 +391,8 @@ def main():
 
     # 1. The original's compilation database.
     code, out, err = run(["cmake", "-S", src, "-B", orig_build, "-G",
-                          args.generator, "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"],
+                          args.generator, "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+                          *torch_args(args)],
                          timeout=BUILD_TIMEOUT_S,
                          log=os.path.join(logs, "configure-original.log"))
     if not checks.record("configure-original", code == 0, tail(out + err)):
@@ -451,7 +477,7 @@ def main():
     code, out, err = run([
         "cmake", "-S", migrated, "-B", mig_build, "-G", args.generator,
         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
-        f"-DCMAKE_PREFIX_PATH={os.path.abspath(args.build_dir)}",
+        *torch_args(args, args.build_dir),
         f"-DCMAKE_PROJECT_INCLUDE={os.path.join(here, 'link_hook.cmake')}",
         f"-DDDPIFY_E2E_HOOK_OBJECT={os.path.abspath(args.hook_object)}"],
         timeout=BUILD_TIMEOUT_S,
@@ -568,6 +594,35 @@ def main():
                   f"{written[0]}")
     checks.record("rank1-wrote-nothing", not written[1],
                   f"rank 1 wrote {written[1]}")
+
+    # 5b. Two ranks under the real torchrun of this LibTorch's PyTorch
+    # (--torchrun: the wheel's, unpatched), started with --no-python: the
+    # same parameters on both ranks, exit 0.
+    if args.torchrun:
+        tr_dir = os.path.join(work, "torchrun")
+        for r in (0, 1):
+            os.makedirs(os.path.join(tr_dir, f"rank{r}"))
+        tr_hash = os.path.join(work, "hashes-torchrun.txt")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        code, out, err = run(
+            args.torchrun.split() +
+            ["--no-python", "--nproc-per-node", "2", "--master-addr",
+             "127.0.0.1", "--master-port", str(port), "/bin/sh", "-c",
+             'cd "$0/rank$RANK" && exec "$@"', tr_dir, migrated_exe] +
+            program_args,
+            env=clean_env({"DDPIFY_E2E_HASH_FILE": tr_hash}),
+            log=os.path.join(logs, "torchrun.log"))
+        checks.record("torchrun-exit-0", code == 0,
+                      f"exit {code}\n{tail(out + err)}" if code != 0 else "")
+        tr = read_hashes(tr_hash)
+        tr_ranks = {r: [h for (rk, h, _) in tr if rk == r] for r in (0, 1)}
+        checks.record(
+            "torchrun-ranks-identical-parameters",
+            len(tr_ranks[0]) == spec["models"] and tr_ranks[0] == tr_ranks[1]
+            and all("active=1" in rest for (_, _, rest) in tr),
+            f"rank 0: {tr_ranks[0]}, rank 1: {tr_ranks[1]}")
 
     # 6. No launcher: the migrated program is the original program.
     def alone(label, exe):

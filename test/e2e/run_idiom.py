@@ -333,6 +333,10 @@ def main():
     parser.add_argument("--cache-dir", help="ddpify's precompiled-header "
                         "cache, shared by the idiom tests")
     parser.add_argument("--generator", default="Ninja")
+    parser.add_argument("--ddpify", help="the ddpify tool (default: bin/ of "
+                        "--build-dir; a runtime-only build names another's)")
+    parser.add_argument("--torch-dir", help="the LibTorch (TorchConfig.cmake "
+                        "folder) both programs are built against")
     args = parser.parse_args()
 
     name = args.idiom
@@ -369,7 +373,8 @@ def main():
     # 1. Configure the original (not built), migrate it.
     code, out, err = rx.run(["cmake", "-S", src, "-B", orig_build, "-G",
                              args.generator,
-                             "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"],
+                             "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+                             *rx.torch_args(args)],
                             timeout=rx.BUILD_TIMEOUT_S,
                             log=os.path.join(logs, "configure-original.log"))
     if not checks.record("configure-original", code == 0, rx.tail(out + err)):
@@ -424,7 +429,7 @@ def main():
     code, out, err = rx.run([
         "cmake", "-S", migrated, "-B", mig_build, "-G", args.generator,
         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
-        f"-DCMAKE_PREFIX_PATH={os.path.abspath(args.build_dir)}",
+        *rx.torch_args(args, args.build_dir),
         f"-DCMAKE_PROJECT_INCLUDE={os.path.join(HERE, 'link_hook.cmake')}",
         f"-DDDPIFY_E2E_HOOK_OBJECT={os.path.abspath(args.hook_object)}"],
         env=env, timeout=rx.BUILD_TIMEOUT_S,

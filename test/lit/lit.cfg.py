@@ -16,6 +16,25 @@ config.test_source_root = os.path.dirname(__file__)
 cache_on = lit_config.params.get("cache", "on") != "off"
 config.test_exec_root = (config.lit_binary_dir if cache_on
                          else os.path.join(config.lit_binary_dir, "nocache"))
+# `lit --param torch=2` parses against the second LibTorch (PyPI's 2.x wheel,
+# test/lit/CMakeLists.txt) instead of this build's, in its own folder (its
+# header cache and precompiled header are its own), with the ddpify package
+# of the runtime built against it.
+torch2 = lit_config.params.get("torch", "1") == "2"
+if torch2:
+    if not getattr(config, "torch2_dir", "") or not config.torch2_include_dirs[0]:
+        lit_config.fatal("--param torch=2: this build was configured without "
+                         "DDPIFY_TORCH2_PREFIX")
+    config.torch_include_dirs = config.torch2_include_dirs
+    config.torch_dir = config.torch2_dir
+    config.ddpify_build_dir = config.torch2_build_dir
+    config.test_exec_root = os.path.join(config.test_exec_root, "torch2")
+    # CMake projects of the tests find the wheel's Torch (and its Caffe2
+    # and libraries) before the system's, whatever their own arguments.
+    torch2_cmake = os.path.dirname(config.torch2_dir)
+    config.environment["CMAKE_PREFIX_PATH"] = torch2_cmake
+    config.environment["CMAKE_LIBRARY_PATH"] = os.path.normpath(
+        os.path.join(torch2_cmake, "..", "..", "lib"))
 os.makedirs(config.test_exec_root, exist_ok=True)
 
 torch_includes = " ".join("-I" + d for d in config.torch_include_dirs)
@@ -89,7 +108,8 @@ def syntax_check_pch():
     """A precompiled <torch/torch.h> for %syntax_check (each check would
     otherwise parse all of LibTorch), rebuilt when clang no longer accepts it
     (a changed header or flag); None when it cannot be built."""
-    pch = os.path.join(config.lit_binary_dir, "syntax-check-torch.pch")
+    pch = os.path.join(config.test_exec_root if torch2 else config.lit_binary_dir,
+                       "syntax-check-torch.pch")
     flags = compile_args.split()
 
     def accepted():
@@ -99,7 +119,7 @@ def syntax_check_pch():
 
     if accepted():
         return pch
-    header = os.path.join(config.lit_binary_dir, "syntax-check-torch.hpp")
+    header = os.path.join(os.path.dirname(pch), "syntax-check-torch.hpp")
     if not os.path.exists(header):
         with open(header + ".tmp-%d" % os.getpid(), "w") as f:
             f.write("#include <torch/torch.h>\n")
@@ -121,7 +141,11 @@ if pch:
         "%syntax_check",
         config.clangxx + " -fsyntax-only " + compile_args + " -include-pch " + pch + " -I" + runtime_include))
 # The same check at C++14 (no precompiled header: it is C++17); ahead of
-# %syntax_check, whose name is a prefix of it.
+# %syntax_check, whose name is a prefix of it. LibTorch 2.x needs C++17
+# (its headers stop with #error at C++14): the tests run it only where the
+# LibTorch under test allows C++14 (`%if libtorch-cxx14`).
+if not torch2:
+    config.available_features.add("libtorch-cxx14")
 config.substitutions.insert(0, (
     "%syntax_check_cxx14",
     config.clangxx + " -fsyntax-only " + compile_args + " -std=c++14 -I" + runtime_include))

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -173,7 +174,7 @@ TEST(DataParallelParity, MatchesPyTorchDistributedDataParallel) {
   }
 
   const char* python_env = std::getenv("DDP_TEST_PYTHON");
-  const std::string python = python_env ? python_env : "/usr/bin/python3";
+  const std::string python = python_env ? python_env : DDP_TEST_PYTHON;
   const std::string command =
       python + " " + DDP_TEST_SOURCE_DIR "/parity/ddp_parity.py --dir " + dir +
       " --port " + std::to_string(ddp_test::free_port()) + " --world-size " +
@@ -185,6 +186,11 @@ TEST(DataParallelParity, MatchesPyTorchDistributedDataParallel) {
   const std::string log((std::istreambuf_iterator<char>(log_file)),
                         std::istreambuf_iterator<char>());
   ASSERT_EQ(status, 0) << command << "\n" << log;
+  // The reference is the PyTorch of the LibTorch under test (1.13 or 2.x).
+  const std::string version = "reference torch " +
+                              std::to_string(TORCH_VERSION_MAJOR) + "." +
+                              std::to_string(TORCH_VERSION_MINOR) + ".";
+  EXPECT_NE(log.find(version), std::string::npos) << version << "\n" << log;
 
   const auto torch_final = read_tensors(dir + "/torch_final_rank0.bin");
   const auto init = read_tensors(dir + "/init.bin");

@@ -355,26 +355,60 @@ TEST(Init, OpenMpiJobOfTwo) {
   }
 }
 
-// The real torchrun (python3-torch): its agent runs the store and sets
+/// The words of a command line without quoting (the test's own paths).
+std::vector<std::string> words(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string word; in >> word;) {
+    out.push_back(word);
+  }
+  return out;
+}
+
+// DDP_DEVICE overrides ddp::device(); a device this machine lacks is an
+// error (ranks sharing one GPU over Gloo set DDP_DEVICE=cuda:0).
+TEST(Init, DdpDeviceOverridesTheDevice) {
+  struct Restore {
+    ~Restore() { ::unsetenv("DDP_DEVICE"); }
+  } restore;
+  ::setenv("DDP_DEVICE", "cpu", 1);
+  EXPECT_EQ(ddp::device(), torch::Device(torch::kCPU));
+  ::setenv("DDP_DEVICE", "gpu0", 1);
+  EXPECT_THROW(ddp::device(), std::runtime_error);
+  ::setenv("DDP_DEVICE", "cuda:0", 1);
+  if (torch::cuda::is_available()) {
+    EXPECT_EQ(ddp::device(), torch::Device(torch::kCUDA, 0));
+  } else {
+    EXPECT_THROW(ddp::device(), std::runtime_error);
+  }
+  ::setenv("DDP_DEVICE", "cuda:99", 1);
+  EXPECT_THROW(ddp::device(), std::runtime_error);
+  ::unsetenv("DDP_DEVICE");
+  EXPECT_EQ(ddp::device().is_cuda(), torch::cuda::is_available());
+}
+
+// The real torchrun of this LibTorch's PyTorch (test/runtime/CMakeLists.txt:
+// the wheel's own, unpatched; Debian's python3-torch through
+// torchrun_compat.py): its agent runs the store and sets
 // TORCHELASTIC_USE_AGENT_STORE=True; the runtime joins as a client.
 TEST(Init, UnderRealTorchrun) {
-  const auto check = ddp_test::run_command(
-      {{"/usr/bin/python3", "-c", "import torch.distributed.run"}, {}}, 60);
+  auto python = words(DDP_TEST_PYTHON);
+  auto check_argv = python;
+  check_argv.insert(check_argv.end(), {"-c", "import torch.distributed.run"});
+  const auto check = ddp_test::run_command({check_argv, {}}, 60);
   if (check.status != 0) {
-    GTEST_SKIP() << "no torchrun here (/usr/bin/python3 with torch): "
-                 << check.output;
+    GTEST_SKIP() << "no torchrun here (" << DDP_TEST_PYTHON
+                 << " with torch): " << check.output;
   }
   Command command = probe({}, {});
-  command.argv = {"/usr/bin/python3",
-                  std::string(DDP_TEST_SOURCE_DIR) + "/torchrun_compat.py",
-                  "--no_python",
-                  "--nproc_per_node",
-                  "2",
-                  "--master_port",
-                  std::to_string(ddp_test::free_port()),
-                  DDP_INIT_PROBE_PATH,
-                  "sum",
-                  "--local_rank=1"};
+  command.argv = python;
+  for (const auto& word : words(DDP_TEST_TORCHRUN)) {
+    command.argv.push_back(word);
+  }
+  command.argv.insert(command.argv.end(),
+                      {"--no_python", "--nproc_per_node", "2",
+                       "--master_port", std::to_string(ddp_test::free_port()),
+                       DDP_INIT_PROBE_PATH, "sum", "--local_rank=1"});
   const auto r = ddp_test::run_command(command, 180);
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.status, 0) << r.output;

@@ -108,6 +108,27 @@ TEST(InitEnv, BackendAndTimeoutOverrides) {
   }
 }
 
+TEST(InitEnv, GroupOfOne) {
+  auto vars = kTorchrun;
+  EXPECT_FALSE(read(vars).group_of_one);
+  vars["DDP_GROUP_OF_ONE"] = "1";
+  EXPECT_TRUE(read(vars).group_of_one);
+  vars["DDP_GROUP_OF_ONE"] = "0";
+  EXPECT_FALSE(read(vars).group_of_one);
+  vars["DDP_GROUP_OF_ONE"] = "yes";
+  EXPECT_NE(error_of(vars).find("DDP_GROUP_OF_ONE='yes'"), std::string::npos);
+  // A world of one under a launcher still needs the master's address.
+  vars = kTorchrun;
+  vars["WORLD_SIZE"] = "1";
+  vars["RANK"] = "0";
+  vars.erase("MASTER_ADDR");
+  vars["DDP_GROUP_OF_ONE"] = "1";
+  EXPECT_NE(error_of(vars).find("MASTER_ADDR"), std::string::npos);
+  // Without a launcher there is no store to meet at.
+  EXPECT_NE(error_of({{"DDP_GROUP_OF_ONE", "1"}}).find("needs a launcher"),
+            std::string::npos);
+}
+
 TEST(InitEnv, BadValuesNameTheVariable) {
   struct Case {
     const char* var;

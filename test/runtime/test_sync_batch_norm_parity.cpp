@@ -21,7 +21,8 @@
 
 namespace {
 
-constexpr const char* kPython = "/usr/bin/python3";
+// This LibTorch's own PyTorch where it has one (test/runtime/CMakeLists.txt).
+constexpr const char* kPython = DDP_TEST_PYTHON;
 constexpr int64_t kChannels = 4;
 constexpr int kSteps = 3;
 constexpr double kLr = 0.1;

@@ -78,7 +78,10 @@ template <typename Path> Path output_path(const Path& path) {
 }
 
 /// cuda:local_rank() when CUDA is available, else the CPU. Usable before
-/// init() (then it reads LOCAL_RANK and friends itself).
+/// init() (then it reads LOCAL_RANK and friends itself). The environment
+/// variable DDP_DEVICE (`cpu`, `cuda`, `cuda:N`) overrides the choice, e.g.
+/// DDP_DEVICE=cuda:0 for ranks that share one GPU over Gloo; a device this
+/// machine does not have is an error, not a silent fallback.
 torch::Device device();
 
 /// The process group, or nullptr when !is_distributed().

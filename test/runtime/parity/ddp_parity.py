@@ -64,6 +64,8 @@ def worker(rank, args):
 
 
 def main():
+    # Which PyTorch this is: the C++ test checks it is its LibTorch's version.
+    print(f"reference torch {torch.__version__}", flush=True)
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", required=True)
     parser.add_argument("--port", type=int, required=True)
