@@ -2,7 +2,10 @@
 # Builds and runs the DDP benchmark (not part of the tests).
 #   bench/runtime/run.sh [BUILD_DIR] [REPS]
 # BUILD_DIR: a build tree of this project (default: build); its ddp_runtime is
-# built if needed, the benchmark goes into BUILD_DIR/bench-runtime.
+# built if needed, the benchmark goes into BUILD_DIR/bench-runtime. PyTorch's
+# DDP, the reference, is the PyTorch of BUILD_DIR's LibTorch: Debian's
+# python3-torch (1.13) for build/, the wheel's own package (run with the
+# interpreter it was installed for) for build-torch2/.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -11,5 +14,15 @@ cmake --build "$build" --target ddp_runtime -j 2
 cmake -S "$root/bench/runtime" -B "$build/bench-runtime" -G Ninja \
   -DDDP_BUILD_DIR="$build" >/dev/null
 cmake --build "$build/bench-runtime" -j 2
-exec /usr/bin/python3 "$root/bench/runtime/bench.py" \
+torch_dir=$(sed -n 's/^Torch_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
+python=/usr/bin/python3
+case "$torch_dir" in
+*/torch/share/cmake/Torch)
+  # The wheel: Torch_DIR is <site>/torch/share/cmake/Torch.
+  export PYTHONPATH="${torch_dir%/torch/share/cmake/Torch}${PYTHONPATH:+:$PYTHONPATH}"
+  python=$(python3 -c 'import sys; print(sys.executable)')
+  ;;
+esac
+echo "reference: $("$python" -c 'import torch; print("PyTorch", torch.__version__, torch.__file__)')"
+exec "$python" "$root/bench/runtime/bench.py" --python "$python" \
   --bench "$build/bench-runtime/ddp_bench" --reps "$reps"

@@ -6,8 +6,12 @@
 //          --master-port P] [--tee] [--] PROGRAM ARGS...
 //
 // When a worker fails, the others get SIGTERM (SIGKILL after a grace period)
-// and ddprun exits with the failed worker's code (128+signal when a signal
-// ended it). SIGINT/SIGTERM sent to ddprun are forwarded to the workers.
+// and ddprun prints one line naming the root cause and exits with its code
+// (128+signal when a signal ended it). SIGINT/SIGTERM sent to ddprun are
+// forwarded to the workers. With several nodes the ddpruns watch each other
+// (node_link.h): a failure anywhere ends every node's workers.
+
+#include "node_link.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -15,6 +19,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -26,10 +31,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,6 +68,14 @@ options:
   --grace-period S     seconds between SIGTERM and SIGKILL when the job is
                        ended (default 5)
   --run-id ID          TORCHELASTIC_RUN_ID given to the workers
+  --join-timeout S     with several nodes: how long node 0 waits for the
+                       others to join, and they for node 0 (default:
+                       DDP_TIMEOUT_SECONDS when set, else 600)
+  --heartbeat-timeout S
+                       with several nodes: a node's ddprun silent this long
+                       is lost (default: half of DDP_TIMEOUT_SECONDS when
+                       set, 3 to 30, else 30); a worker stopped (SIGSTOP)
+                       this long fails the job too
   --no-python, --standalone
                        accepted for torchrun compatibility (no effect)
   -h, --help           this help
@@ -67,9 +83,15 @@ options:
 Underscore spellings (--nproc_per_node, --node_rank, --master_addr,
 --master_port) and --opt=value forms are accepted too.
 
-exit status: 0 when every worker exits 0; otherwise the exit code of the
-first worker that failed (128+signal when a signal ended it); 2 for a usage
-error; 127 when PROGRAM cannot be started.
+With several nodes, node 0's ddprun listens on --master-port for the other
+nodes' ddpruns; rank 0's rendezvous store gets a free port it hands out (the
+workers' MASTER_PORT).
+
+exit status: 0 when every worker exits 0; otherwise the code of the root
+cause, on every node: the first worker that failed by itself (its exit code,
+128+signal when a signal ended it), 128+signal for a ddprun that was sent
+SIGINT or SIGTERM, 1 for a node lost, a worker stopped, or a node that never
+joined; 2 for a usage error; 127 when PROGRAM cannot be started.
 )";
 
 struct Options {
@@ -81,7 +103,12 @@ struct Options {
   int tee = 0;         // bit 1: stdout, bit 2: stderr
   double grace_seconds = 5;
   std::string run_id;
+  std::optional<double> join_timeout;
+  std::optional<double> heartbeat_timeout;
   std::vector<std::string> command;
+  // Decided in main(), not options.
+  int store_port = 0;    // the workers' MASTER_PORT (rank 0's store)
+  std::string error_dir; // where each worker's TORCHELASTIC_ERROR_FILE is
 };
 
 [[noreturn]] void usage_error(const std::string& message) {
@@ -242,6 +269,16 @@ Options parse_args(int argc, char** argv) {
       options.grace_seconds = seconds;
     } else if (flag == "--run-id") {
       options.run_id = value();
+    } else if (flag == "--join-timeout" || flag == "--heartbeat-timeout") {
+      const std::string text = value();
+      char* end = nullptr;
+      const double seconds = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !(seconds > 0) || seconds > 1e6) {
+        usage_error(flag + " needs a positive number of seconds, got '" + text +
+                    "'");
+      }
+      (flag == "--join-timeout" ? options.join_timeout
+                                : options.heartbeat_timeout) = seconds;
     } else if (flag == "--no-python" || flag == "--standalone") {
       if (inline_value) {
         usage_error(flag + " takes no value");
@@ -328,6 +365,9 @@ struct Worker {
   pid_t pid = -1;
   bool running = false;
   int code = 0;
+  std::optional<ddprun::Clock::time_point> stopped_since;
+  int stop_signal = 0;
+  bool stop_reported = false; // as a cause, after the heartbeat timeout
   Stream out;
   Stream err;
 };
@@ -378,6 +418,10 @@ bool pump(Stream& stream, const std::string& prefix) {
   return true;
 }
 
+std::string error_file(const Options& o, int rank) {
+  return o.error_dir + "/rank" + std::to_string(rank) + ".json";
+}
+
 std::vector<std::string> worker_environment(const Options& o, int local_rank,
                                             const std::string& run_id) {
   std::map<std::string, std::string> env;
@@ -401,7 +445,12 @@ std::vector<std::string> worker_environment(const Options& o, int local_rank,
   env["ROLE_WORLD_SIZE"] = std::to_string(world);
   env["ROLE_NAME"] = "default";
   env["MASTER_ADDR"] = o.master_addr;
-  env["MASTER_PORT"] = std::to_string(o.master_port);
+  env["MASTER_PORT"] = std::to_string(o.store_port);
+  if (!o.error_dir.empty()) {
+    // Where the runtime (or torchelastic's record decorator) writes why the
+    // worker failed: ddprun reads it to tell a cause from a consequence.
+    env["TORCHELASTIC_ERROR_FILE"] = error_file(o, rank);
+  }
   env["TORCHELASTIC_RUN_ID"] = run_id;
   env["TORCHELASTIC_RESTART_COUNT"] = "0";
   env["TORCHELASTIC_MAX_RESTARTS"] = "0";
@@ -510,13 +559,141 @@ int status_code(int status) {
   return 1;
 }
 
+std::string host_name() {
+  char buffer[256] = {};
+  if (::gethostname(buffer, sizeof(buffer) - 1) != 0 || buffer[0] == '\0') {
+    return "this host";
+  }
+  return buffer;
+}
+
+/// The JSON string that starts at text[pos] ('"'), unescaped.
+std::string json_string_at(const std::string& text, size_t pos) {
+  std::string out;
+  for (size_t i = pos + 1; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"') {
+      break;
+    }
+    if (c != '\\' || i + 1 >= text.size()) {
+      out += c;
+      continue;
+    }
+    const char e = text[++i];
+    switch (e) {
+    case 'n':
+    case 'r':
+    case 't':
+      out += ' ';
+      break;
+    case 'u':
+      i += 4; // control characters only (the runtime escapes nothing else)
+      out += ' ';
+      break;
+    default:
+      out += e;
+    }
+  }
+  return out;
+}
+
+struct ErrorRecord {
+  std::string message;
+  bool collective = false; // the runtime says: a peer's failure broke it
+};
+
+/// What a worker wrote to its TORCHELASTIC_ERROR_FILE: torchelastic's layout
+/// {"message": {"message": "...", "extraInfo": {..., "ddp_kind": "..."}}}
+/// (or {"message": "..."}).
+std::optional<ErrorRecord> read_error_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return std::nullopt;
+  }
+  const std::string text((std::istreambuf_iterator<char>(in)),
+                         std::istreambuf_iterator<char>());
+  ErrorRecord record;
+  size_t pos = text.find("\"message\"");
+  while (pos != std::string::npos) {
+    size_t value = text.find_first_not_of(" \t\r\n:", pos + 9);
+    if (value == std::string::npos) {
+      break;
+    }
+    if (text[value] == '"') {
+      record.message = json_string_at(text, value);
+      break;
+    }
+    pos = text.find("\"message\"", value); // the nested object's
+  }
+  record.collective =
+      text.find("\"ddp_kind\": \"collective\"") != std::string::npos;
+  return record;
+}
+
+void remove_error_dir(const std::string& dir) {
+  if (dir.empty()) {
+    return;
+  }
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* entry = ::readdir(d)) {
+      const std::string name = entry->d_name;
+      if (name != "." && name != "..") {
+        ::unlink((dir + "/" + name).c_str());
+      }
+    }
+    ::closedir(d);
+  }
+  ::rmdir(dir.c_str());
+}
+
+/// Why a worker ended, as one Failure.
+ddprun::Failure worker_failure(const Options& o, const Worker& w, int status,
+                               const std::string& host) {
+  ddprun::Failure failure;
+  failure.rank = w.rank;
+  failure.code = status_code(status);
+  const std::string who = "worker rank " + std::to_string(w.rank) + " on " +
+                          host + " (pid " + std::to_string(w.pid) + ")";
+  std::optional<ErrorRecord> record;
+  if (!o.error_dir.empty()) {
+    record = read_error_file(error_file(o, w.rank));
+  }
+  if (WIFSIGNALED(status)) {
+    failure.text =
+        who + " was killed by " + ddprun::signal_name(WTERMSIG(status));
+  } else {
+    failure.text = who + " exited with code " + std::to_string(failure.code);
+  }
+  if (record && !record->message.empty()) {
+    failure.text += ": " + record->message;
+  }
+  if (record && record->collective) {
+    failure.kind = ddprun::Failure::Kind::kConsequence;
+  }
+  return failure;
+}
+
+double default_timeout_seconds(const char* variable) {
+  if (const char* text = std::getenv(variable)) {
+    char* end = nullptr;
+    const double seconds = std::strtod(text, &end);
+    if (end != text && *end == '\0' && seconds > 0) {
+      return seconds;
+    }
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
+  using ddprun::Clock;
+  using ddprun::Failure;
   Options options = parse_args(argc, argv);
   if (options.master_port == 0) {
     options.master_port = options.nnodes == 1 ? free_port() : 29500;
   }
+  options.store_port = options.master_port;
   if (options.run_id.empty()) {
     options.run_id = "ddprun-" + std::to_string(::getpid()) + "-" +
                      std::to_string(options.master_port);
@@ -526,20 +703,87 @@ int main(int argc, char** argv) {
                  "process (set it to tune)\n";
   }
   install_handlers();
+  const std::string host = host_name();
+  // The collective timeout the workers get bounds how long ddprun waits.
+  const double collective_timeout =
+      default_timeout_seconds("DDP_TIMEOUT_SECONDS");
+  const double join_seconds = options.join_timeout.value_or(
+      collective_timeout > 0 ? collective_timeout : 600);
+  const double heartbeat_seconds = options.heartbeat_timeout.value_or(
+      collective_timeout > 0
+          ? std::min(30.0, std::max(3.0, collective_timeout / 2))
+          : 30.0);
+  const auto heartbeat = std::chrono::milliseconds(
+      static_cast<long long>(heartbeat_seconds * 1000));
+  const std::string node_name =
+      "ddprun on " + host +
+      (options.nnodes > 1 ? " (node " + std::to_string(options.node_rank) + ")"
+                          : std::string());
+
+  // A signal sent to ddprun, as the job's cause.
+  auto signal_failure = [&](int sig) {
+    return Failure{Failure::Kind::kCause, 128 + sig, -1,
+                   node_name + " was sent " + ddprun::signal_name(sig)};
+  };
+
+  std::optional<ddprun::NodeLink> link;
+  if (options.nnodes > 1) {
+    ddprun::LinkConfig config;
+    config.nnodes = options.nnodes;
+    config.node_rank = options.node_rank;
+    config.nproc_per_node = options.nproc_per_node;
+    config.master_addr = options.master_addr;
+    config.master_port = options.master_port;
+    config.host = host;
+    config.join_timeout =
+        std::chrono::milliseconds(static_cast<long long>(join_seconds * 1000));
+    config.heartbeat_timeout = heartbeat;
+    link.emplace(config);
+    Failure why;
+    const int store_port = link->join(
+        [&]() -> std::optional<Failure> {
+          const int sig = g_forward_signal;
+          if (sig == 0) {
+            return std::nullopt;
+          }
+          return signal_failure(sig < 0 ? -sig : sig);
+        },
+        why);
+    if (store_port == 0) {
+      std::cerr << "ddprun: job failed: " << why.text << "\n";
+      return why.code;
+    }
+    options.store_port = store_port;
+  }
+
+  char error_dir[] = "/tmp/ddprun-XXXXXX";
+  if (::mkdtemp(error_dir) != nullptr) {
+    options.error_dir = error_dir;
+  }
 
   std::vector<Worker> workers(static_cast<size_t>(options.nproc_per_node));
-  std::optional<int> failure; // exit code of the first failed worker
-  std::optional<std::chrono::steady_clock::time_point> kill_at;
+  ddprun::RootCause local_root(std::chrono::seconds(2)); // a single node's
+  auto report = [&](const Failure& failure) {
+    if (link) {
+      link->report(failure, Clock::now());
+    } else {
+      local_root.report(failure, Clock::now());
+    }
+  };
+  bool failed_here = false; // a worker failed here, or ddprun was signalled
+  std::optional<Failure> verdict;
+  std::optional<Clock::time_point> kill_at;
   auto end_job = [&](int sig) {
     for (auto& w : workers) {
       if (w.running) {
         ::kill(w.pid, sig);
+        // A stopped worker only acts on the signal once continued.
+        ::kill(w.pid, SIGCONT);
       }
     }
     if (!kill_at) {
-      kill_at = std::chrono::steady_clock::now() +
-                std::chrono::milliseconds(
-                    static_cast<long long>(options.grace_seconds * 1000));
+      kill_at = Clock::now() + std::chrono::milliseconds(static_cast<long long>(
+                                   options.grace_seconds * 1000));
     }
   };
 
@@ -552,7 +796,10 @@ int main(int argc, char** argv) {
         std::cerr << "ddprun: cannot start worker " << w.rank << ": "
                   << std::strerror(errno) << "\n";
       }
-      failure = 127;
+      failed_here = true;
+      report({Failure::Kind::kCause, 127, w.rank,
+              "worker rank " + std::to_string(w.rank) + " on " + host +
+                  " could not start '" + options.command[0] + "'"});
       end_job(SIGTERM);
       break;
     }
@@ -577,7 +824,8 @@ int main(int argc, char** argv) {
   std::thread reaper([&exits_mutex, &exits] {
     for (;;) {
       int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, 0);
+      // Stops and continues too: a stopped worker stalls every collective.
+      const pid_t pid = ::waitpid(-1, &status, WUNTRACED | WCONTINUED);
       if (pid > 0) {
         // When this thread ran late, several workers may have exited since:
         // take them all in one round. waitpid(-1) returns zombies oldest
@@ -588,7 +836,8 @@ int main(int argc, char** argv) {
         std::vector<std::pair<pid_t, int>> round{{pid, status}};
         for (;;) {
           int more_status = 0;
-          const pid_t more = ::waitpid(-1, &more_status, WNOHANG);
+          const pid_t more =
+              ::waitpid(-1, &more_status, WNOHANG | WUNTRACED | WCONTINUED);
           if (more <= 0) {
             break;
           }
@@ -606,16 +855,53 @@ int main(int argc, char** argv) {
     }
   });
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  while (running > 0) {
+  bool done_reported = false;
+  for (;;) {
+    const auto now = Clock::now();
+    // The job's root cause, once known: said once, and every worker ended.
+    if (!verdict) {
+      if (link) {
+        link->service(now);
+        verdict = link->verdict();
+      } else {
+        verdict = local_root.decide(now, running == 0);
+      }
+      if (verdict) {
+        std::cerr << "ddprun: job failed: " << verdict->text
+                  << (running > 0 ? "; ending the workers on " + host : "")
+                  << "\n";
+        if (running > 0) {
+          end_job(SIGTERM);
+        }
+      }
+    } else if (link) {
+      link->service(now);
+    }
+    if (running == 0) {
+      if (!link) {
+        break;
+      }
+      if (!failed_here && !done_reported) {
+        done_reported = true;
+        link->report_done();
+      }
+      if (link->settled()) {
+        break;
+      }
+    }
     // Forward a signal sent to ddprun.
     if (g_forward_signal != 0) {
       const int sig = g_forward_signal;
       g_forward_signal = 0;
+      if (!verdict && !failed_here) {
+        failed_here = true;
+        report(signal_failure(sig < 0 ? -sig : sig));
+      }
       if (sig > 0) {
         end_job(sig);
       } else if (!kill_at) {
         // The workers got it from the terminal; bound their shutdown.
-        kill_at = std::chrono::steady_clock::now() +
+        kill_at = Clock::now() +
                   std::chrono::milliseconds(
                       static_cast<long long>(options.grace_seconds * 1000));
       }
@@ -646,7 +932,7 @@ int main(int argc, char** argv) {
         }
       }
     }
-    // Exits, in the order they happened.
+    // Exits, stops and continues, in the order they happened.
     std::vector<std::pair<pid_t, int>> exited;
     {
       std::lock_guard<std::mutex> lock(exits_mutex);
@@ -657,32 +943,68 @@ int main(int argc, char** argv) {
         if (w.pid != pid || !w.running) {
           continue;
         }
+        if (WIFSTOPPED(status)) {
+          w.stopped_since = Clock::now();
+          w.stop_signal = WSTOPSIG(status);
+          if (!verdict) {
+            report({Failure::Kind::kStopped, 1, w.rank,
+                    "worker rank " + std::to_string(w.rank) + " on " + host +
+                        " (pid " + std::to_string(w.pid) + ") was stopped by " +
+                        ddprun::signal_name(w.stop_signal)});
+          }
+          continue;
+        }
+        if (WIFCONTINUED(status)) {
+          if (w.stopped_since && !verdict) {
+            if (link) {
+              link->resumed(w.rank);
+            } else {
+              local_root.resumed(w.rank);
+            }
+          }
+          w.stopped_since.reset();
+          continue;
+        }
         w.running = false;
         w.code = status_code(status);
         --running;
-        if (w.code != 0 && !failure) {
-          failure = w.code;
-          if (running > 0) {
-            std::cerr << "ddprun: worker rank " << w.rank << " (pid " << pid
-                      << ") "
-                      << (WIFSIGNALED(status)
-                              ? "was killed by signal " +
-                                    std::to_string(WTERMSIG(status))
-                              : "exited with code " + std::to_string(w.code))
-                      << "; ending the other workers\n";
+        // Workers that ddprun itself ended say nothing about the cause.
+        const bool ended_here =
+            kill_at && WIFSIGNALED(status) &&
+            (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL);
+        if (w.code != 0 && !verdict && !ended_here) {
+          report(worker_failure(options, w, status, host));
+          if (!failed_here) {
+            failed_here = true;
+            // A failed worker ends the job whatever the cause.
+            end_job(SIGTERM);
           }
-          end_job(SIGTERM);
         }
       }
     }
-    if (running > 0 && kill_at &&
-        std::chrono::steady_clock::now() >= *kill_at) {
+    // A worker stopped for the heartbeat timeout is the job's failure.
+    for (auto& w : workers) {
+      if (w.running && w.stopped_since && !w.stop_reported && !verdict &&
+          Clock::now() - *w.stopped_since >= heartbeat) {
+        w.stop_reported = true;
+        failed_here = true;
+        std::ostringstream seconds;
+        seconds << heartbeat_seconds;
+        report({Failure::Kind::kCause, 1, w.rank,
+                "worker rank " + std::to_string(w.rank) + " on " + host +
+                    " (pid " + std::to_string(w.pid) + ") was stopped by " +
+                    ddprun::signal_name(w.stop_signal) +
+                    " and not continued for " + seconds.str() + " s"});
+        end_job(SIGTERM);
+      }
+    }
+    if (running > 0 && kill_at && Clock::now() >= *kill_at) {
       for (auto& w : workers) {
         if (w.running) {
           ::kill(w.pid, SIGKILL);
         }
       }
-      kill_at = std::chrono::steady_clock::now() + std::chrono::hours(1);
+      kill_at = Clock::now() + std::chrono::hours(1);
     }
   }
   reaper.join();
@@ -706,5 +1028,6 @@ int main(int argc, char** argv) {
       }
     }
   }
-  return failure.value_or(0);
+  remove_error_dir(options.error_dir);
+  return verdict ? verdict->code : 0;
 }

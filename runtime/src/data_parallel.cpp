@@ -5,6 +5,7 @@
 #include <ddp/data_parallel.h>
 
 #include "env_launcher.h"
+#include "fault_report.h"
 #include "shm_allreduce.h"
 #include "unwrapped_check.h"
 
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <future>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -34,6 +36,24 @@ namespace detail {
 namespace {
 
 constexpr const char* kWho = "ddp::DistributedDataParallel: ";
+
+// The wrapper's collectives: a failure becomes a CollectiveError naming the
+// collective, this rank and its host, recorded for the launcher.
+void wait_for(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
+  try {
+    work->wait();
+  } catch (const std::exception& e) {
+    collective_failed((std::string(kWho) + what).c_str(), e);
+  }
+}
+
+void wait_for(std::future<void>& done, const char* what) {
+  try {
+    done.get();
+  } catch (const std::exception& e) {
+    collective_failed((std::string(kWho) + what).c_str(), e);
+  }
+}
 
 // Per-parameter record in the shape check: ndim, dtype, requires_grad and up
 // to kMaxDims sizes (a deeper tensor folds the rest into the last slot).
@@ -424,9 +444,9 @@ private:
     torch::NoGradGuard no_grad;
     for (auto& bucket : buckets_) {
       if (bucket.shm_done.valid()) {
-        bucket.shm_done.get();
+        wait_for(bucket.shm_done, "gradient all-reduce");
       } else if (bucket.work) {
-        bucket.work->wait();
+        wait_for(bucket.work, "gradient all-reduce");
         bucket.flat.narrow(0, 0, bucket.grad_numel).div_(world_size_);
       }
       auto flags = bucket.flat.narrow(0, bucket.grad_numel, bucket.slots.size())
@@ -452,7 +472,7 @@ private:
       }
     }
     if (buffer_work) {
-      buffer_work->wait();
+      wait_for(buffer_work, "buffer broadcast");
       if (rank_ != 0) {
         unpack_bytes(buffer_flat, buffers_);
       }
@@ -478,7 +498,7 @@ private:
       std::vector<torch::Tensor> t{max_count};
       c10d::AllreduceOptions opts;
       opts.reduceOp = c10d::ReduceOp::MAX;
-      pg_->allreduce(t, opts)->wait();
+      wait_for(pg_->allreduce(t, opts), "parameter shape check");
     }
     const int64_t n = max_count.item<int64_t>();
     auto local = torch::full({1 + n * kRecord}, -1, torch::kLong);
@@ -503,7 +523,7 @@ private:
     for (int i = 0; i < world_size_; ++i) {
       gathered[0].push_back(torch::empty_like(input[0]));
     }
-    pg_->allgather(gathered, input)->wait();
+    wait_for(pg_->allgather(gathered, input), "parameter shape check");
     for (auto& table : gathered[0]) {
       table = table.cpu();
     }
@@ -556,7 +576,7 @@ private:
       std::vector<torch::Tensor> t{flat};
       c10d::BroadcastOptions opts;
       opts.rootRank = 0;
-      pg_->broadcast(t, opts)->wait();
+      wait_for(pg_->broadcast(t, opts), "parameter broadcast");
       if (rank_ != 0) {
         unpack_bytes(flat, chunk);
       }
@@ -665,7 +685,7 @@ private:
     std::vector<torch::Tensor> tensors{agreed};
     c10d::AllreduceOptions opts;
     opts.reduceOp = c10d::ReduceOp::MIN;
-    pg_->allreduce(tensors, opts)->wait();
+    wait_for(pg_->allreduce(tensors, opts), "shared-memory vote");
     if (agreed.item<int>() == 0) {
       return;
     }

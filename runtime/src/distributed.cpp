@@ -4,6 +4,7 @@
 
 #include "c10d_compat.h"
 #include "env_launcher.h"
+#include "fault_report.h"
 #include "unwrapped_check.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -136,11 +137,14 @@ c10::intrusive_ptr<c10d::Store> make_store(const detail::EnvConfig& env) {
           "within the timeout of " +
           seconds_text(env.timeout) + ": " + what);
     }
-    throw std::runtime_error(
+    const std::string message =
         "ddp::init: rank " + std::to_string(env.rank) +
         " could not reach the master at MASTER_ADDR=" + env.master_addr +
         " MASTER_PORT=" + std::to_string(env.master_port) +
-        " within the timeout of " + seconds_text(env.timeout) + ": " + what);
+        " within the timeout of " + seconds_text(env.timeout) + ": " + what;
+    // Rank 0's store is missing: a consequence of what happened there.
+    detail::record_failure(message, detail::FailureKind::kCollective);
+    throw std::runtime_error(message);
   }
   if (env.use_agent_store) {
     store = c10::make_intrusive<c10d::PrefixStore>(env.store_prefix, store);
@@ -222,8 +226,8 @@ torch::Device forced_device(const std::string& name) {
     const auto count = torch::cuda::device_count();
     const auto index = parsed->has_index() ? parsed->index() : 0;
     if (count == 0 || index >= static_cast<c10::DeviceIndex>(count)) {
-      throw std::runtime_error("ddp::device: DDP_DEVICE=" + name +
-                               " but " + std::to_string(count) +
+      throw std::runtime_error("ddp::device: DDP_DEVICE=" + name + " but " +
+                               std::to_string(count) +
                                " CUDA devices are visible");
     }
     return torch::Device(torch::kCUDA, index);
@@ -305,24 +309,25 @@ c10::intrusive_ptr<c10d::ProcessGroup> group_for(const char* what_op) {
 
 [[noreturn]] void rethrow_collective(const char* what_op,
                                      const std::exception& e) {
-  const auto& s = state();
-  std::string what = e.what();
-  const auto newline = what.find("\nException raised from");
-  if (newline != std::string::npos) {
-    what.erase(newline);
-  }
-  throw std::runtime_error(
-      std::string("ddp::") + what_op + " failed on rank " +
-      std::to_string(s.env.rank) + " of " + std::to_string(s.env.world_size) +
-      " (a peer process exited, or did not reach the same collective within "
-      "the timeout of " +
-      seconds_text(s.env.timeout) + "): " + what);
+  detail::collective_failed((std::string("ddp::") + what_op).c_str(), e);
 }
 
 } // namespace
 
 std::chrono::milliseconds detail::collective_timeout() {
   return state().env.timeout;
+}
+
+void detail::collective_failed(const char* what_op, const std::exception& e) {
+  const auto& s = state();
+  const std::string message =
+      std::string(what_op) + " failed on rank " + std::to_string(s.env.rank) +
+      " of " + std::to_string(s.env.world_size) + " on " + host_name() +
+      " (a peer process exited, or did not reach the same collective within "
+      "the timeout of " +
+      seconds_text(s.env.timeout) + "): " + describe(e);
+  record_failure(message, FailureKind::kCollective);
+  throw CollectiveError(message);
 }
 
 namespace {
@@ -375,6 +380,7 @@ void init(int& argc, char** argv, InitOptions options) {
       detail::read_environment(detail::process_environment(), local_rank_arg,
                                options.backend, options.timeout);
   if (env.world_size > 1 || env.group_of_one) {
+    detail::install_fault_handler(env.rank, env.world_size);
     const auto name = choose_backend(env);
     auto store = make_store(env);
     c10::intrusive_ptr<c10d::ProcessGroup> group;

@@ -19,6 +19,8 @@ Cases (each a ctest test, label `multihost`):
                used (today the choice is made per process group: one segment
                for all ranks or none, and no segment spans two hosts)
   parity-3x1   3 hosts x 1 rank: the same; shared memory not used
+  torchrun-2x2 parity-2x2 with PyTorch's torchrun (--torchrun; the wheel's,
+               unpatched, in the torch2 build) on each host instead of ddprun
   shm-1x2      1 host x 2 ranks (master at the host's address): shared
                memory used by both ranks; parity as above
   shm-2x1      2 hosts x 1 rank: shared memory not used; parity as above
@@ -35,14 +37,34 @@ Cases (each a ctest test, label `multihost`):
                with the same parameter hash, no rank all-reduced through
                shared memory, rank 0's loss falls and only rank 0 saved the
                model; then on 1 host x 2 ranks, where both ranks did
+  fault-*      a job of several hosts broken while it trains (the probe's
+               `steps` mode; collective timeout T = DDP_TIMEOUT_SECONDS = 8 s,
+               so ddprun's heartbeat timeout is 4 s and its join timeout 8 s):
+                 fault-worker-kill   rank 3 (host1) SIGKILLed
+                 fault-worker-stop   rank 1 (host0) SIGSTOPped
+                 fault-ddprun-term   host1's ddprun SIGTERMed
+                 fault-ddprun-int    host0's ddprun SIGINTed
+                 fault-link-cut      host1's link set down
+                 fault-store-gone    every process of host0 (rank 0, the
+                                     store, the coordinating ddprun) SIGKILLed
+                 fault-port-in-use   another program holds the port on host0
+                 fault-never-joins   3 nodes, host2 never starts
+               In each: every ddprun exits non-zero within T + 10 s of the
+               fault, with the root cause's code where it is known; each
+               host's output has exactly one "ddprun: job failed:" line and it
+               names the root cause; no "terminate called", no core dump; no
+               process and no /dev/shm segment is left on any host; then a
+               new job on the same port runs to exit 0.
 Exit status 0 when every check passed, 1 otherwise. Needs root.
 """
-import re
 import argparse
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -113,11 +135,24 @@ def run_job(args, h, placement, per_rank_batch, out, master=None):
     procs = []
     start = time.monotonic()
     for node, host in enumerate(placement["hosts"]):
-        argv = [args.ddprun, "--nproc-per-node", str(nproc), "--nnodes",
-                str(nodes), "--node-rank", str(node), "--master-addr", master,
-                "--master-port", str(PORT), "--tee=3", "--", args.probe,
-                "parity", str(per_rank_batch), out]
-        procs.append(h.run(host, argv, background=True, env=clean_env(),
+        env = clean_env()
+        if placement.get("torchrun"):
+            # PyTorch's own launcher, unpatched (static rendezvous: node 0's
+            # agent runs the store on the master port).
+            launcher, extra = torchrun_command(args.torchrun)
+            env.update(extra)
+            # Underscore spellings: the only ones of PyTorch 1.13.
+            argv = launcher + ["--nproc_per_node", str(nproc), "--nnodes",
+                               str(nodes), "--node_rank", str(node),
+                               "--master_addr", master, "--master_port",
+                               str(PORT), "--no_python", args.probe]
+        else:
+            argv = [args.ddprun, "--nproc-per-node", str(nproc), "--nnodes",
+                    str(nodes), "--node-rank", str(node), "--master-addr",
+                    master, "--master-port", str(PORT), "--tee=3", "--",
+                    args.probe]
+        argv += ["parity", str(per_rank_batch), out]
+        procs.append(h.run(host, argv, background=True, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     results = []
     for node, p in enumerate(procs):
@@ -131,6 +166,20 @@ def run_job(args, h, placement, per_rank_batch, out, master=None):
         results.append((node, p.returncode, output))
     print(f"      job ran {time.monotonic() - start:.1f} s", flush=True)
     return results
+
+
+def torchrun_command(spec):
+    """(argv prefix, environment additions) of --torchrun, a command line
+    such as `env PYTHONPATH=/site /usr/bin/python3.11 -m torch.distributed.run`
+    ("env" and its assignments become environment variables)."""
+    words = spec.split()
+    extra = {}
+    if words and words[0] == "env":
+        words = words[1:]
+        while words and "=" in words[0]:
+            k, v = words.pop(0).split("=", 1)
+            extra[k] = v
+    return words, extra
 
 
 def close(a, b):
@@ -270,12 +319,236 @@ def check_example(checks, args, work):
                       f"ranks that saved csv_model.pt: {saved}")
 
 
+# --- faults -----------------------------------------------------------------
+
+FAULT_T = 8          # DDP_TIMEOUT_SECONDS of the fault tests
+FAULT_BOUND = FAULT_T + 10
+
+
+class Node:
+    """One ddprun of a job on a test host, its output read as it comes."""
+
+    def __init__(self, h, host, argv, env):
+        self.host = host
+        self.lines = []
+        self.exited_at = None
+        self.proc = h.run(host, argv, background=True, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+        self.proc.wait()
+        self.exited_at = time.monotonic()
+
+    def wait(self, deadline):
+        self._reader.join(max(0.1, deadline - time.monotonic()))
+        if self._reader.is_alive():
+            hosts._kill_group(self.proc)
+            self._reader.join(10)
+            self.lines.append("(still running at the deadline: killed)")
+        return self.proc.returncode
+
+    def output(self):
+        return "\n".join(self.lines)
+
+
+def fault_env():
+    env = clean_env()
+    env["DDP_TIMEOUT_SECONDS"] = str(FAULT_T)
+    return env
+
+
+def start_nodes(args, h, host_list, nproc, steps, port=PORT, nnodes=None):
+    nnodes = nnodes or len(host_list)
+    nodes = []
+    for node, host in enumerate(host_list):
+        argv = [args.ddprun, "--nproc-per-node", str(nproc), "--nnodes",
+                str(nnodes), "--node-rank", str(node), "--master-addr",
+                h.addr(0), "--master-port", str(port), "--tee=3", "--",
+                args.probe, "steps", str(steps)]
+        nodes.append(Node(h, host, argv, fault_env()))
+    return nodes
+
+
+def wait_training(nodes, timeout=60):
+    """Until every node's output shows its ranks stepping."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(any(re.match(r"^\[rank\d+\]: step [3-9]", line)
+                   for line in n.lines) for n in nodes):
+            return True
+        if any(n.exited_at for n in nodes):
+            return False
+        time.sleep(0.1)
+    return False
+
+
+def worker_pid(h, host, rank, probe):
+    """The pid of the probe process of global `rank` on `host`."""
+    for pid in hosts._sh("ip", "netns", "pids", h.netns(host),
+                         check=False).split():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"RANK={rank}".encode() in env and cmd and \
+                os.path.basename(cmd[0].decode()) == os.path.basename(probe):
+            return int(pid)
+    return None
+
+
+def left_on_hosts(h, ignore=()):
+    """({host: pids other than the holder and `ignore`}, {host: /dev/shm
+    entries})."""
+    procs, shm = {}, {}
+    for i in range(h.n):
+        pids = hosts._sh("ip", "netns", "pids", h.netns(i),
+                         check=False).split()
+        procs[i] = [p for p in pids
+                    if p != str(h.holders[i].pid) and p not in ignore]
+        shm[i] = h.run(i, ["sh", "-c", "ls /dev/shm"]).stdout.split()
+    return procs, shm
+
+
+def check_fault(checks, nodes, fault_at, codes, causes, h, ignore=()):
+    """Every node exits with codes[k] (None: any non-zero) within the bound
+    of fault_at; its output has one root-cause line matching causes[k]."""
+    deadline = fault_at + FAULT_BOUND + 20  # past the bound: a clear failure
+    for k, n in enumerate(nodes):
+        code = n.wait(deadline)
+        took = (n.exited_at or time.monotonic()) - fault_at
+        out = n.output()
+        want = codes[k]
+        checks.record(f"node{k}-exit-{'nonzero' if want is None else want}",
+                      code != 0 and code is not None and
+                      (want is None or code == want),
+                      f"exit {code}\n{out[-3000:]}")
+        checks.record(f"node{k}-within-{FAULT_BOUND}s", took <= FAULT_BOUND,
+                      f"exited {took:.1f} s after the fault")
+        print(f"      node{k} on host{n.host}: exit {code} after "
+              f"{took:.1f} s", flush=True)
+        if causes[k] is None:
+            continue
+        lines = [line for line in n.lines
+                 if line.startswith("ddprun: job failed:")]
+        checks.record(f"node{k}-one-root-cause-line",
+                      len(lines) == 1 and re.search(causes[k], lines[0]),
+                      f"want one line matching {causes[k]!r}, got {lines}"
+                      f"\n{out[-3000:]}")
+        if lines:
+            print(f"      host{n.host}: {lines[0]}", flush=True)
+        checks.record(f"node{k}-no-terminate-no-core",
+                      "terminate called" not in out and
+                      "core dumped" not in out.lower(),
+                      out[-3000:])
+    procs, shm = left_on_hosts(h, ignore)
+    checks.record("no-process-left", not any(procs.values()), f"{procs}")
+    checks.record("no-shm-segment-left", not any(shm.values()), f"{shm}")
+
+
+def check_new_job(checks, args, h, host_list, nproc):
+    """A new job on the same port right after the failed one runs to 0."""
+    nodes = start_nodes(args, h, host_list, nproc, 50)
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    codes = [n.wait(deadline) for n in nodes]
+    checks.record("new-job-same-port-exits-0", all(c == 0 for c in codes),
+                  f"exits {codes}\n" +
+                  "\n".join(n.output()[-1500:] for n in nodes))
+
+
+def check_fault_case(checks, args, case):
+    n_hosts = 3 if case == "fault-never-joins" else 2
+    with hosts.Hosts(n_hosts) as h:
+        rank1_host0 = r"worker rank 1 on host0 \(pid \d+\)"
+        if case == "fault-port-in-use":
+            squatter = h.run(0, [sys.executable, "-c",
+                                 "import socket, time\n"
+                                 "s = socket.socket()\n"
+                                 f"s.bind(('0.0.0.0', {PORT})); s.listen(8)\n"
+                                 "print('listening', flush=True)\n"
+                                 "time.sleep(600)"],
+                             background=True, stdout=subprocess.PIPE)
+            squatter.stdout.readline()
+            fault_at = time.monotonic()
+            nodes = start_nodes(args, h, [0, 1], 2, 100000)
+            check_fault(checks, nodes, fault_at, [1, 1], [
+                rf"--master-port {PORT} cannot be used on host0: "
+                r"Address already in use",
+                rf"node 0's ddprun at {h.addr(0)}:{PORT} did not start the "
+                r"job"], h, ignore=(str(squatter.pid),))
+            hosts._kill_group(squatter)
+            squatter.wait()
+            check_new_job(checks, args, h, [0, 1], 2)
+            return
+        if case == "fault-never-joins":
+            fault_at = time.monotonic()
+            nodes = start_nodes(args, h, [0, 1], 1, 100000, nnodes=3)
+            never = r"node\(s\) 2 of 3 never joined"
+            check_fault(checks, nodes, fault_at, [1, 1], [never, never], h)
+            check_new_job(checks, args, h, [0, 1], 1)
+            return
+        nodes = start_nodes(args, h, [0, 1], 2, 100000)
+        if not checks.record("training-started", wait_training(nodes),
+                             "\n".join(n.output()[-2000:] for n in nodes)):
+            for n in nodes:
+                hosts._kill_group(n.proc)
+            return
+        fault_at = time.monotonic()
+        if case == "fault-worker-kill":
+            pid = worker_pid(h, 1, 3, args.probe)
+            os.kill(pid, signal.SIGKILL)
+            cause = r"worker rank 3 on host1 \(pid \d+\) was killed by SIGKILL"
+            check_fault(checks, nodes, fault_at, [137, 137], [cause, cause], h)
+        elif case == "fault-worker-stop":
+            pid = worker_pid(h, 0, 1, args.probe)
+            os.kill(pid, signal.SIGSTOP)
+            cause = rank1_host0 + " was stopped by SIGSTOP"
+            check_fault(checks, nodes, fault_at, [1, 1], [cause, cause], h)
+        elif case == "fault-ddprun-term":
+            nodes[1].proc.send_signal(signal.SIGTERM)
+            cause = r"ddprun on host1 \(node 1\) was sent SIGTERM"
+            check_fault(checks, nodes, fault_at, [143, 143], [cause, cause], h)
+        elif case == "fault-ddprun-int":
+            nodes[0].proc.send_signal(signal.SIGINT)
+            cause = r"ddprun on host0 \(node 0\) was sent SIGINT"
+            check_fault(checks, nodes, fault_at, [130, 130], [cause, cause], h)
+        elif case == "fault-link-cut":
+            hosts._sh("ip", "netns", "exec", h.netns(1), "ip", "link", "set",
+                      "eth0", "down")
+            check_fault(checks, nodes, fault_at, [1, 1], [
+                rf"node 1's ddprun on host1 \({h.addr(1)}\) stopped "
+                r"answering",
+                rf"lost node 0's ddprun at {h.addr(0)}:{PORT}: it stopped "
+                r"answering"], h)
+            hosts._sh("ip", "netns", "exec", h.netns(1), "ip", "link", "set",
+                      "eth0", "up")
+        elif case == "fault-store-gone":
+            for pid in hosts._sh("ip", "netns", "pids", h.netns(0),
+                                 check=False).split():
+                if pid != str(h.holders[0].pid):
+                    os.kill(int(pid), signal.SIGKILL)
+            check_fault(checks, nodes, fault_at, [None, 1], [
+                None, rf"lost node 0's ddprun at {h.addr(0)}:{PORT}: it "
+                r"closed its connection"], h)
+        else:
+            raise ValueError(case)
+        check_new_job(checks, args, h, [0, 1], 2)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("case")
     parser.add_argument("--ddprun", required=True)
     parser.add_argument("--probe", required=True)
     parser.add_argument("--work-dir", required=True)
+    parser.add_argument("--torchrun",
+                        help="the torchrun command line (torchrun-2x2)")
     parser.add_argument("--example-bin",
                         help="the migrated csv_regression (example case)")
     args = parser.parse_args()
@@ -291,6 +564,12 @@ def main():
     elif args.case == "parity-2x2":
         check_job(checks, args, work, 2, dict(hosts=[0, 1], nproc=2), 2,
                   expect_shm=False, rate="1gbit")
+    elif args.case == "torchrun-2x2":
+        if not args.torchrun:
+            parser.error("torchrun-2x2 needs --torchrun")
+        check_job(checks, args, work, 2,
+                  dict(hosts=[0, 1], nproc=2, torchrun=True), 2,
+                  expect_shm=False, rate="1gbit")
     elif args.case == "parity-3x1":
         check_job(checks, args, work, 3, dict(hosts=[0, 1, 2], nproc=1), 2,
                   expect_shm=False)
@@ -305,6 +584,8 @@ def main():
                   expect_shm=True, master="127.0.0.1")
     elif args.case == "example-csv_regression":
         check_example(checks, args, work)
+    elif args.case.startswith("fault-"):
+        check_fault_case(checks, args, args.case)
     else:
         parser.error(f"unknown case {args.case}")
     print(f"{args.case}: {time.monotonic() - start:.1f} s, "

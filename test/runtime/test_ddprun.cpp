@@ -60,18 +60,35 @@ int count(const std::string& text, const std::string& part) {
 }
 
 TEST(Ddprun, WorkersGetTorchrunEnvironment) {
-  const auto r = ddp_test::run_command(ddprun(
-      {"--nproc-per-node", "2", "--nnodes", "3", "--node-rank", "1",
-       "--master-addr", "10.1.2.3", "--master-port", "23456", "--", "/bin/sh",
-       "-c",
-       "echo \"env RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE "
-       "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK "
-       "GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE ROLE_RANK=$ROLE_RANK "
-       "MASTER=$MASTER_ADDR:$MASTER_PORT OMP=$OMP_NUM_THREADS "
-       "RESTARTS=$TORCHELASTIC_RESTART_COUNT "
-       "RUN_ID_SET=${TORCHELASTIC_RUN_ID:+yes}\""}));
-  ASSERT_FALSE(r.timed_out);
-  EXPECT_EQ(r.status, 0) << r.output;
+  // Three nodes on loopback: node 1's workers get the torchrun variables;
+  // MASTER_PORT is the rendezvous store's port, which node 0's ddprun chose
+  // and handed out (--master-port is the ddpruns' own).
+  const int master_port = ddp_test::free_port();
+  std::vector<Command> nodes;
+  for (int node = 0; node < 3; ++node) {
+    nodes.push_back(ddprun(
+        {"--nproc-per-node", "2", "--nnodes", "3", "--node-rank",
+         std::to_string(node), "--master-addr", "127.0.0.1", "--master-port",
+         std::to_string(master_port), "--", "/bin/sh", "-c",
+         "echo \"env RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE "
+         "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK "
+         "GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE ROLE_RANK=$ROLE_RANK "
+         "MASTER=$MASTER_ADDR:$MASTER_PORT OMP=$OMP_NUM_THREADS "
+         "RESTARTS=$TORCHELASTIC_RESTART_COUNT "
+         "RUN_ID_SET=${TORCHELASTIC_RUN_ID:+yes} "
+         "ERROR_FILE=${TORCHELASTIC_ERROR_FILE}\""}));
+  }
+  const auto results = ddp_test::run_commands(nodes, 120);
+  for (const auto& r : results) {
+    ASSERT_FALSE(r.timed_out) << r.output;
+    EXPECT_EQ(r.status, 0) << r.output;
+  }
+  const auto& r = results[1];
+  std::smatch store;
+  ASSERT_TRUE(std::regex_search(r.output, store,
+                                std::regex("MASTER=127\\.0\\.0\\.1:([0-9]+)")))
+      << r.output;
+  EXPECT_NE(std::stoi(store[1]), master_port) << r.output;
   for (int local = 0; local < 2; ++local) {
     const int rank = 2 + local;
     const std::string expected =
@@ -79,9 +96,13 @@ TEST(Ddprun, WorkersGetTorchrunEnvironment) {
         " LOCAL_RANK=" + std::to_string(local) +
         " WORLD_SIZE=6 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 GROUP_WORLD_SIZE=3 "
         "ROLE_RANK=" +
-        std::to_string(rank) +
-        " MASTER=10.1.2.3:23456 OMP=1 RESTARTS=0 RUN_ID_SET=yes";
+        std::to_string(rank) + " MASTER=127.0.0.1:" + store[1].str() +
+        " OMP=1 RESTARTS=0 RUN_ID_SET=yes ERROR_FILE=/tmp/ddprun-";
     EXPECT_TRUE(contains(r.output, expected)) << expected << "\n" << r.output;
+    // Every node's workers got the same store.
+    EXPECT_TRUE(
+        contains(results[0].output, "MASTER=127.0.0.1:" + store[1].str()))
+        << results[0].output;
   }
 }
 
@@ -187,6 +208,102 @@ TEST(Ddprun, WorkerFailingMidTrainingEndsTheJob) {
       120);
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.status, 3) << r.output;
+  // One line names the cause; the others' broken all-reduces are not it.
+  EXPECT_EQ(count(r.output, "ddprun: job failed:"), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "ddprun: job failed: worker rank 2 on "))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "exited with code 3")) << r.output;
+  EXPECT_FALSE(contains(r.output, "terminate called")) << r.output;
+}
+
+TEST(Ddprun, RankWhosePeerExitedEndsWithOneLineAndARecord) {
+  // Without a launcher's help: rank 1 exits after the barrier, rank 0's
+  // all-reduce breaks and nothing catches the error. Rank 0 ends with one
+  // line and exit code 1 (not std::terminate's abort), and records the
+  // failure as a consequence for the launcher.
+  const std::string port = std::to_string(ddp_test::free_port());
+  const std::string record = std::filesystem::temp_directory_path() /
+                             ("ddprun_record_" + std::to_string(::getpid()));
+  std::filesystem::remove(record);
+  std::vector<Command> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    Command command;
+    command.argv = {DDP_INIT_PROBE_PATH, "fail-train", "1", "3"};
+    for (const auto& var : kLauncherVars) {
+      command.env.emplace_back(var, ddp_test::unset_value());
+    }
+    command.env.insert(
+        command.env.end(),
+        {{"RANK", std::to_string(rank)},
+         {"WORLD_SIZE", "2"},
+         {"LOCAL_RANK", std::to_string(rank)},
+         {"LOCAL_WORLD_SIZE", "2"},
+         {"MASTER_ADDR", "127.0.0.1"},
+         {"MASTER_PORT", port},
+         {"DDP_TIMEOUT_SECONDS", "600"},
+         {"TORCHELASTIC_ERROR_FILE", record + (rank == 0 ? "" : ".rank1")}});
+    ranks.push_back(command);
+  }
+  const auto results = ddp_test::run_commands(ranks, 120);
+  const auto& r = results[0];
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(results[1].status, 3) << results[1].output;
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "ddp: rank 0 of 2 on ")) << r.output;
+  EXPECT_TRUE(
+      contains(r.output, " ends: ddp::all_reduce failed on rank 0 of 2"))
+      << r.output;
+  EXPECT_FALSE(contains(r.output, "terminate called")) << r.output;
+  std::ifstream in(record);
+  const std::string text((std::istreambuf_iterator<char>(in)),
+                         std::istreambuf_iterator<char>());
+  EXPECT_TRUE(contains(text, "{\"message\": {\"message\": \"ddp::all_reduce "
+                             "failed on rank 0 of 2"))
+      << text;
+  EXPECT_TRUE(contains(text, "\"ddp_kind\": \"collective\"")) << text;
+  std::filesystem::remove(record);
+  std::filesystem::remove(record + ".rank1");
+}
+
+TEST(Ddprun, CauseWinsOverAnEarlierConsequence) {
+  // Rank 0 reports a broken collective and exits first; rank 1, which
+  // ignores the SIGTERM that follows, then fails by itself: rank 1 is the
+  // root cause, and ddprun exits with its code.
+  const auto r = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "2", "--grace-period", "5", "/bin/sh", "-c",
+              "if [ $RANK = 0 ]; then printf '%s' '{\"message\": {\"message\": "
+              "\"all-reduce broke\", \"extraInfo\": {\"ddp_kind\": "
+              "\"collective\"}}}' > \"$TORCHELASTIC_ERROR_FILE\"; exit 1; fi; "
+              "trap '' TERM; sleep 0.5; exit 4"}),
+      120);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status, 4) << r.output;
+  EXPECT_EQ(count(r.output, "ddprun: job failed:"), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "ddprun: job failed: worker rank 1 on "))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "exited with code 4")) << r.output;
+}
+
+TEST(Ddprun, StoppedWorkerFailsTheJobAfterTheHeartbeatTimeout) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "2", "/bin/sh", "-c",
+              "if [ $RANK = 1 ]; then kill -STOP $$; fi; exec sleep 600"},
+             {{"DDP_TIMEOUT_SECONDS", "6"}}),
+      120);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "ddprun: job failed: worker rank 1 on "))
+      << r.output;
+  EXPECT_TRUE(
+      contains(r.output, ") was stopped by SIGSTOP and not continued for 3 s"))
+      << r.output;
+  // Heartbeat timeout 3 s (half the collective timeout), then the grace
+  // period of the others' SIGTERM.
+  EXPECT_LT(took, 60) << r.output;
 }
 
 TEST(Ddprun, KilledWorkerGives128PlusSignal) {
@@ -196,7 +313,9 @@ TEST(Ddprun, KilledWorkerGives128PlusSignal) {
       120);
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.status, 128 + SIGKILL) << r.output;
-  EXPECT_TRUE(contains(r.output, "killed by signal 9")) << r.output;
+  EXPECT_TRUE(contains(r.output, "ddprun: job failed: worker rank 1 on "))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, ") was killed by SIGKILL")) << r.output;
 }
 
 TEST(Ddprun, WorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {

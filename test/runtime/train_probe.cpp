@@ -19,16 +19,21 @@
 //                   significant digits (a float's bits, round trip). Without
 //                   a launcher and B = the global batch, the reference of the
 //                   multi-host tests (test/multihost).
+//   steps N         a DistributedDataParallel trained N steps, 10 ms apart
+//                   ("step N" on stderr): the job the fault tests break
+//                   (test/multihost)
 
 #include <ddp/ddp.h>
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -123,6 +128,15 @@ int main(int argc, char** argv) {
         out << ' ' << values.data_ptr<float>()[i];
       }
       out << "\n";
+    }
+  } else if (mode == "steps" && argc > 2) {
+    const int64_t steps = std::stoll(argv[2]);
+    ddp::DistributedDataParallel model_ddp(model);
+    for (int64_t step = 0; step < steps; ++step) {
+      const int64_t mine = (step * ddp::world_size() + ddp::rank()) * 4 % 28;
+      train_step(model, optimizer, data.narrow(0, mine, 4),
+                 target.narrow(0, mine, 4));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   } else {
     std::cerr << "unknown mode " << mode << std::endl;

@@ -16,6 +16,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -25,6 +26,15 @@ class ProcessGroup;
 } // namespace c10d
 
 namespace ddp {
+
+/// A collective failed on this rank: a peer process exited, stopped
+/// answering or was cut off, or did not reach the same collective within the
+/// timeout. Every rank of the job fails this way when one fails; the message
+/// names the collective, this rank and its host.
+class CollectiveError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
 
 /// Which launcher's environment the process found (`kNone`: a plain run).
 enum class Launcher { kNone, kTorchrun, kSlurm, kOpenMPI };
