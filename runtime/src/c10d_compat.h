@@ -30,8 +30,8 @@
 
 #include <chrono>
 
-#define DDP_TORCH_AT_LEAST(major, minor)                                      \
-  (TORCH_VERSION_MAJOR > (major) ||                                           \
+#define DDP_TORCH_AT_LEAST(major, minor)                                       \
+  (TORCH_VERSION_MAJOR > (major) ||                                            \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 // 1 where this runtime must define BatchNormImplBase<D>::pretty_print itself
@@ -54,10 +54,10 @@ using BackendPtr = c10::intrusive_ptr<Backend>;
 /// NCCL backend of this world). In 2.x the group dispatches by the device
 /// of the tensors: NCCL serves CUDA tensors; Gloo serves CPU tensors and, so
 /// that ranks sharing a GPU over Gloo work as in 1.13, CUDA tensors too.
-inline c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(
-    const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
-    bool nccl, const BackendPtr& backend,
-    std::chrono::milliseconds timeout) {
+inline c10::intrusive_ptr<c10d::ProcessGroup>
+make_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                   int world_size, bool nccl, const BackendPtr& backend,
+                   std::chrono::milliseconds timeout) {
 #if DDP_TORCH_AT_LEAST(2, 0)
   const auto type = nccl ? c10d::ProcessGroup::BackendType::NCCL
                          : c10d::ProcessGroup::BackendType::GLOO;

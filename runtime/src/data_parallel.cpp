@@ -7,6 +7,7 @@
 #include "env_launcher.h"
 #include "fault_report.h"
 #include "shm_allreduce.h"
+#include "subgroups.h"
 #include "unwrapped_check.h"
 
 #include <torch/csrc/autograd/engine.h>
@@ -45,6 +46,67 @@ void wait_for(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
   } catch (const std::exception& e) {
     collective_failed((std::string(kWho) + what).c_str(), e);
   }
+}
+
+// DDP_COMM_HOOK overrides the option.
+c10::optional<c10::ScalarType> comm_hook_dtype(CommHook hook) {
+  if (const char* text = std::getenv("DDP_COMM_HOOK")) {
+    const std::string value = text;
+    if (value == "fp16") {
+      hook = CommHook::kFp16;
+    } else if (value == "bf16") {
+      hook = CommHook::kBf16;
+    } else if (value == "none" || value.empty()) {
+      hook = CommHook::kNone;
+    } else {
+      TORCH_CHECK(false, kWho, "DDP_COMM_HOOK='", value,
+                  "' is not a hook: use none, fp16 or bf16");
+    }
+  }
+  switch (hook) {
+  case CommHook::kFp16:
+    return c10::kHalf;
+  case CommHook::kBf16:
+    return c10::kBFloat16;
+  case CommHook::kNone:
+    break;
+  }
+  return c10::nullopt;
+}
+
+bool hierarchical_allowed_by_env() {
+  const char* value = std::getenv("DDP_HIERARCHICAL");
+  return value == nullptr || std::string(value) != "0";
+}
+
+// One bucket of the hierarchical all-reduce, on every rank of every host:
+// the host's sum in shared memory, the hosts' sum over `leaders` (this
+// host's first rank only; compressed under a comm hook), then that result,
+// averaged, into every rank's region.
+void hierarchical_allreduce(
+    SharedMemoryGroup& shm,
+    const c10::intrusive_ptr<c10d::ProcessGroup>& leaders,
+    c10::optional<c10::ScalarType> hook, int64_t offset, int64_t numel,
+    int64_t averaged, c10::ScalarType dtype, int world_size) {
+  shm.allreduce(offset, numel, /*averaged=*/0, dtype);
+  if (leaders) {
+    auto view =
+        torch::from_blob(static_cast<char*>(shm.local_region()) + offset,
+                         {numel}, torch::dtype(dtype));
+    if (hook) {
+      auto compressed = view.to(*hook).div_(world_size);
+      std::vector<torch::Tensor> tensors{compressed};
+      leaders->allreduce(tensors)->wait();
+      view.copy_(compressed);
+    } else {
+      std::vector<torch::Tensor> tensors{view};
+      leaders->allreduce(tensors)->wait();
+    }
+  }
+  // Under a hook the leader divided before the exchange (flags included:
+  // only whether they are zero matters).
+  shm.broadcast(offset, numel, /*root=*/0, hook ? 0 : averaged, world_size,
+                dtype);
 }
 
 void wait_for(std::future<void>& done, const char* what) {
@@ -169,6 +231,8 @@ public:
     // A group of one (DDP_GROUP_OF_ONE) goes the whole distributed way too.
     world_size_ = pg_->getSize();
     rank_ = pg_->getRank();
+    hook_dtype_ = comm_hook_dtype(options_.comm_hook());
+    check_hook_dtype();
     verify_shapes();
     broadcast_states();
     build_buckets();
@@ -193,6 +257,7 @@ public:
       state.rank = active() ? rank_ : ddp::rank();
       state.active = active();
       state.shared_memory = uses_shared_memory();
+      state.hierarchical = hierarchical_;
       state.names = all_names_;
       state.names.insert(state.names.end(), buffer_names_.begin(),
                          buffer_names_.end());
@@ -241,6 +306,7 @@ public:
   }
   int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
   bool uses_shared_memory() const { return static_cast<bool>(shm_); }
+  bool uses_hierarchical_allreduce() const { return hierarchical_; }
   std::vector<std::vector<std::string>> bucket_parameter_names() const {
     std::vector<std::vector<std::string>> names;
     for (const auto& bucket : buckets_) {
@@ -316,6 +382,9 @@ private:
     size_t pending = 0;
     bool launched = false;
     c10::intrusive_ptr<c10d::Work> work;
+    // What the process group all-reduces under a comm hook: `flat` cast and
+    // divided by the world size (copied back when it is done).
+    torch::Tensor compressed;
     // Byte offset of `flat` in this rank's shared-memory region, when the
     // buckets live there (shm_), and the all-reduce in flight there.
     int64_t shm_offset = -1;
@@ -372,7 +441,17 @@ private:
   }
 
   void launch(Bucket& bucket) {
-    if (shm_worker_) {
+    if (hierarchical_) {
+      // Captured by value: the worker thread may outlive this reducer.
+      bucket.shm_done = shm_worker_->run(
+          [shm = shm_, leaders = leaders_pg_, hook = hook_dtype_,
+           offset = bucket.shm_offset, numel = bucket.flat.numel(),
+           averaged = bucket.grad_numel, dtype = bucket.flat.scalar_type(),
+           world = world_size_] {
+            hierarchical_allreduce(*shm, leaders, hook, offset, numel, averaged,
+                                   dtype, world);
+          });
+    } else if (shm_worker_) {
       // Averaged there: two barriers around one pass, on the worker thread.
       bucket.shm_done =
           shm_worker_->allreduce(bucket.shm_offset, bucket.flat.numel(),
@@ -381,6 +460,11 @@ private:
       // The same, here and now (no core to spare for a thread).
       shm_->allreduce(bucket.shm_offset, bucket.flat.numel(), bucket.grad_numel,
                       bucket.flat.scalar_type());
+    } else if (hook_dtype_) {
+      // As PyTorch's fp16_compress_hook: cast, divide, all-reduce.
+      bucket.compressed = bucket.flat.to(*hook_dtype_).div_(world_size_);
+      std::vector<torch::Tensor> tensors{bucket.compressed};
+      bucket.work = pg_->allreduce(tensors);
     } else {
       std::vector<torch::Tensor> tensors{bucket.flat};
       bucket.work = pg_->allreduce(tensors);
@@ -388,7 +472,9 @@ private:
     bucket.launched = true;
     ++stats_.allreduces;
     stats_.bytes +=
-        bucket.flat.numel() * static_cast<int64_t>(bucket.flat.element_size());
+        bucket.flat.numel() *
+        static_cast<int64_t>(hook_dtype_ ? c10::elementSize(*hook_dtype_)
+                                         : bucket.flat.element_size());
   }
 
   // Caller holds mutex_.
@@ -447,7 +533,12 @@ private:
         wait_for(bucket.shm_done, "gradient all-reduce");
       } else if (bucket.work) {
         wait_for(bucket.work, "gradient all-reduce");
-        bucket.flat.narrow(0, 0, bucket.grad_numel).div_(world_size_);
+        if (bucket.compressed.defined()) {
+          bucket.flat.copy_(bucket.compressed); // divided before the sum
+          bucket.compressed = torch::Tensor();
+        } else {
+          bucket.flat.narrow(0, 0, bucket.grad_numel).div_(world_size_);
+        }
       }
       auto flags = bucket.flat.narrow(0, bucket.grad_numel, bucket.slots.size())
                        .to(torch::kCPU, torch::kFloat);
@@ -667,6 +758,50 @@ private:
     return cores >= needed;
   }
 
+  // Gloo all-reduces bfloat16 only from some 2.x release on: asked once,
+  // on every rank alike (the type is refused before anything is sent).
+  void check_hook_dtype() {
+    if (hook_dtype_ != c10::kBFloat16 || ddp::backend_name() != "gloo") {
+      return;
+    }
+    bool supported = true;
+    try {
+      std::vector<torch::Tensor> probe{torch::zeros({1}, torch::kBFloat16)};
+      pg_->allreduce(probe)->wait();
+    } catch (const std::exception&) {
+      supported = false;
+    }
+    TORCH_CHECK(supported, kWho,
+                "the bf16 comm hook needs a Gloo that all-reduces bfloat16, "
+                "and this LibTorch's does not (LibTorch 1.13's cannot): use "
+                "fp16 (DDP_COMM_HOOK=fp16)");
+  }
+
+  // The job's ranks grouped by the /dev/shm they share (ascending, in the
+  // order of their first rank).
+  std::vector<std::vector<int>> ranks_by_host() {
+    auto key = torch::tensor({shared_memory_host_key()}, torch::kLong);
+    std::vector<std::vector<torch::Tensor>> gathered(1);
+    for (int i = 0; i < world_size_; ++i) {
+      gathered[0].push_back(torch::empty_like(key));
+    }
+    std::vector<torch::Tensor> input{key};
+    wait_for(pg_->allgather(gathered, input), "host grouping");
+    std::vector<std::vector<int>> hosts;
+    std::vector<int64_t> keys;
+    for (int r = 0; r < world_size_; ++r) {
+      const int64_t k = gathered[0][static_cast<size_t>(r)].item<int64_t>();
+      const auto at = std::find(keys.begin(), keys.end(), k);
+      if (at == keys.end()) {
+        keys.push_back(k);
+        hosts.push_back({r});
+      } else {
+        hosts[static_cast<size_t>(at - keys.begin())].push_back(r);
+      }
+    }
+    return hosts;
+  }
+
   // Ranks of one host with CPU buckets all-reduce through shared memory
   // (shm_allreduce.h) instead of Gloo's sockets. All ranks decide together:
   // the buckets must live in the segment on every rank or on none.
@@ -689,11 +824,55 @@ private:
     if (agreed.item<int>() == 0) {
       return;
     }
-    shm_ = SharedMemoryGroup::create(pg_, bytes, collective_timeout());
-    if (!shm_) {
-      return;
-    }
-    if (shared_memory_thread_pays_off()) {
+    // Which ranks share a /dev/shm: one host, several, or one rank each.
+    const auto hosts = ranks_by_host();
+    if (hosts.size() == 1) {
+      shm_ = SharedMemoryGroup::create(pg_, bytes, collective_timeout());
+      if (!shm_) {
+        return;
+      }
+      if (shared_memory_thread_pays_off()) {
+        shm_worker_ = std::make_unique<SharedMemoryWorker>(shm_);
+      }
+    } else {
+      bool shared = false;
+      for (const auto& ranks : hosts) {
+        shared = shared || ranks.size() > 1;
+      }
+      if (!shared || !options_.hierarchical() ||
+          !hierarchical_allowed_by_env()) {
+        return;
+      }
+      // Names every rank derives alike: this wrapper's place in the job.
+      static int wrappers = 0;
+      const std::string name = "ddp" + std::to_string(wrappers++);
+      std::vector<int> leaders;
+      for (size_t h = 0; h < hosts.size(); ++h) {
+        leaders.push_back(hosts[h][0]);
+        const auto group =
+            new_gloo_subgroup(hosts[h], name + "_host" + std::to_string(h));
+        if (group) {
+          host_pg_ = group;
+        }
+      }
+      leaders_pg_ = new_gloo_subgroup(leaders, name + "_leaders");
+      auto shm =
+          SharedMemoryGroup::create(host_pg_, bytes, collective_timeout());
+      // Every host has its segment, or no rank uses one.
+      auto ok = torch::tensor({shm ? 1 : 0}, torch::kInt);
+      std::vector<torch::Tensor> votes{ok};
+      c10d::AllreduceOptions min;
+      min.reduceOp = c10d::ReduceOp::MIN;
+      wait_for(pg_->allreduce(votes, min), "shared-memory vote");
+      if (ok.item<int>() == 0) {
+        leaders_pg_.reset();
+        host_pg_.reset();
+        return;
+      }
+      shm_ = shm;
+      hierarchical_ = true;
+      // The hosts' exchange waits on the network: on a thread of its own it
+      // overlaps backward without taking a core from it.
       shm_worker_ = std::make_unique<SharedMemoryWorker>(shm_);
     }
     char* region = static_cast<char*>(shm_->local_region());
@@ -747,6 +926,12 @@ private:
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   std::shared_ptr<SharedMemoryGroup> shm_;
   std::unique_ptr<SharedMemoryWorker> shm_worker_;
+  // The hierarchical all-reduce: the ranks of this host, and (on the host's
+  // first rank only) one rank per host.
+  bool hierarchical_ = false;
+  c10::intrusive_ptr<c10d::ProcessGroup> host_pg_;
+  c10::intrusive_ptr<c10d::ProcessGroup> leaders_pg_;
+  c10::optional<c10::ScalarType> hook_dtype_;
   int world_size_ = 1;
   int rank_ = 0;
   std::vector<std::string> all_names_;
@@ -873,6 +1058,10 @@ bool DistributedDataParallelBase::wraps(torch::nn::Module& module) const {
 }
 bool DistributedDataParallelBase::uses_shared_memory() const {
   return checked_reducer()->uses_shared_memory();
+}
+
+bool DistributedDataParallelBase::uses_hierarchical_allreduce() const {
+  return checked_reducer()->uses_hierarchical_allreduce();
 }
 
 int64_t DistributedDataParallelBase::bucket_count() const {

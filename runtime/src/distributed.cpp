@@ -5,6 +5,7 @@
 #include "c10d_compat.h"
 #include "env_launcher.h"
 #include "fault_report.h"
+#include "subgroups.h"
 #include "unwrapped_check.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -18,6 +19,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -316,6 +318,42 @@ c10::intrusive_ptr<c10d::ProcessGroup> group_for(const char* what_op) {
 
 std::chrono::milliseconds detail::collective_timeout() {
   return state().env.timeout;
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup>
+detail::new_gloo_subgroup(const std::vector<int>& ranks,
+                          const std::string& name) {
+  auto& s = state();
+  const auto member = std::find(ranks.begin(), ranks.end(), s.env.rank);
+  if (member == ranks.end() || !s.store) {
+    return {};
+  }
+  detail::EnvConfig env = s.env;
+  env.rank = static_cast<int>(member - ranks.begin());
+  env.world_size = static_cast<int>(ranks.size());
+  auto store =
+      c10::make_intrusive<c10d::PrefixStore>("ddp_subgroup_" + name, s.store);
+  try {
+    return detail::compat::make_process_group(store, env.rank, env.world_size,
+                                              false, make_gloo(store, env),
+                                              env.timeout);
+  } catch (const std::exception& e) {
+    collective_failed(("ddp: process group '" + name + "'").c_str(), e);
+  }
+}
+
+int64_t detail::shared_memory_host_key() {
+  std::string key = host_name();
+  struct stat shm{};
+  if (::stat("/dev/shm", &shm) == 0) {
+    key += "|" + std::to_string(static_cast<unsigned long long>(shm.st_dev));
+  }
+  // FNV-1a: a number every rank can all-gather.
+  uint64_t hash = 1469598103934665603ull;
+  for (const unsigned char c : key) {
+    hash = (hash ^ c) * 1099511628211ull;
+  }
+  return static_cast<int64_t>(hash >> 1);
 }
 
 void detail::collective_failed(const char* what_op, const std::exception& e) {

@@ -343,6 +343,42 @@ void SharedMemoryGroup::allreduce(int64_t offset, int64_t numel,
   barrier("a gradient all-reduce through shared memory");
 }
 
+void SharedMemoryGroup::broadcast(int64_t offset, int64_t numel, int root,
+                                  int64_t averaged, int64_t divisor,
+                                  c10::ScalarType dtype) {
+  // The root's elements are in place.
+  barrier("a broadcast through shared memory");
+  const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
+  const int64_t align = std::max<int64_t>(1, 64 / element);
+  const int64_t share =
+      (numel + world_size_ - 1) / world_size_ / align * align + align;
+  const int64_t begin = std::min(numel, share * rank_);
+  const int64_t end = std::min(numel, begin + share);
+  if (begin < end) {
+    // This rank's share of the root's elements (read before any region is
+    // written), divided where asked, into every region.
+    auto view = [&](int r) {
+      return torch::from_blob(static_cast<char*>(region(r)) + offset, {numel},
+                              torch::dtype(dtype))
+          .slice(0, begin, end);
+    };
+    auto value = view(root).clone();
+    const int64_t split = std::clamp(averaged, begin, end) - begin;
+    if (split > 0 && divisor > 1) {
+      auto part = value.narrow(0, 0, split);
+      if (c10::isIntegralType(dtype, /*includeBool=*/false)) {
+        part.copy_(part.div(divisor, "trunc"));
+      } else {
+        part.div_(divisor);
+      }
+    }
+    for (int r = 0; r < world_size_; ++r) {
+      view(r).copy_(value);
+    }
+  }
+  barrier("a broadcast through shared memory");
+}
+
 struct SharedMemoryWorker::Queue {
   std::mutex mutex;
   std::condition_variable ready;
@@ -376,6 +412,18 @@ SharedMemoryWorker::~SharedMemoryWorker() {
     queue_->stop = true;
   }
   queue_->ready.notify_one();
+}
+
+std::future<void> SharedMemoryWorker::run(std::function<void()> work) {
+  std::packaged_task<void()> task(
+      [group = group_, work = std::move(work)] { work(); });
+  auto done = task.get_future();
+  {
+    std::lock_guard<std::mutex> lock(queue_->mutex);
+    queue_->tasks.push_back(std::move(task));
+  }
+  queue_->ready.notify_one();
+  return done;
 }
 
 std::future<void> SharedMemoryWorker::allreduce(int64_t offset, int64_t numel,

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -49,6 +50,17 @@ public:
   void allreduce(int64_t offset, int64_t numel, int64_t averaged,
                  c10::ScalarType dtype);
 
+  /// Collective: every rank's `numel` elements at `offset` become rank
+  /// `root`'s, the first `averaged` of them divided by `divisor` (the same
+  /// division on every rank, so every region ends with the same bits). The
+  /// last step of a hierarchical all-reduce: `root` holds the sum over every
+  /// host.
+  void broadcast(int64_t offset, int64_t numel, int root, int64_t averaged,
+                 int64_t divisor, c10::ScalarType dtype);
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+
 private:
   SharedMemoryGroup(void* base, size_t size, int rank, int world_size,
                     int64_t bytes_per_rank, std::chrono::milliseconds timeout);
@@ -80,6 +92,8 @@ public:
   /// Queues SharedMemoryGroup::allreduce; the future holds its error.
   std::future<void> allreduce(int64_t offset, int64_t numel, int64_t averaged,
                               c10::ScalarType dtype);
+  /// Queues any task (a hierarchical all-reduce); the future holds its error.
+  std::future<void> run(std::function<void()> task);
 
 private:
   struct Queue;

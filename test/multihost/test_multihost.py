@@ -14,10 +14,19 @@ user would start them (`--nnodes H --node-rank i --master-addr <host0>`).
 Cases (each a ctest test, label `multihost`):
   hosts        the hosts themselves: own hostname and /dev/shm, reachable by
                address, the rate limit holds (hosts.py check)
-  parity-2x2   2 hosts x 2 ranks, links limited to 1 Gbit/s: every rank's parameters are bit-identical
-               and equal the reference's within 1e-5; shared memory is not
-               used (today the choice is made per process group: one segment
-               for all ranks or none, and no segment spans two hosts)
+  parity-2x2   2 hosts x 2 ranks, links limited to 1 Gbit/s: every rank's
+               parameters are bit-identical and equal the reference's within
+               1e-5; the hierarchical all-reduce is used (shared memory
+               within each host, one rank per host over Gloo)
+  parity-2x2-plain
+               the same with DDP_HIERARCHICAL=0: shared memory not used (no
+               segment spans two hosts)
+  parity-2x2-fp16
+               hierarchical with DDP_COMM_HOOK=fp16 (the hosts' exchange in
+               half precision): ranks bit-identical, the reference within
+               1e-3 (bf16: test_data_parallel, LibTorch 2.x)
+  parity-2x2-fp16-plain
+               DDP_COMM_HOOK=fp16 without the hierarchy: the same
   parity-3x1   3 hosts x 1 rank: the same; shared memory not used
   torchrun-2x2 parity-2x2 with PyTorch's torchrun (--torchrun; the wheel's,
                unpatched, in the torch2 build) on each host instead of ddprun
@@ -34,9 +43,9 @@ Cases (each a ctest test, label `multihost`):
                end-to-end test's parameter-hash hook (the binary of
                e2e.csv_regression, a ctest fixture of this test), trained
                on 2 hosts x 2 ranks: every ddprun exits 0, every rank ends
-               with the same parameter hash, no rank all-reduced through
-               shared memory, rank 0's loss falls and only rank 0 saved the
-               model; then on 1 host x 2 ranks, where both ranks did
+               with the same parameter hash, every rank all-reduced through
+               shared memory (hierarchical), rank 0's loss falls and only
+               rank 0 saved the model; then on 1 host x 2 ranks
   fault-*      a job of several hosts broken while it trains (the probe's
                `steps` mode; collective timeout T = DDP_TIMEOUT_SECONDS = 8 s,
                so ddprun's heartbeat timeout is 4 s and its join timeout 8 s):
@@ -100,17 +109,18 @@ class Checks:
 
 
 def read_result(path):
-    """(shm flag, {name: [value text]}) of one rank's file."""
-    shm = None
+    """({"shm": bool, "hierarchical": bool}, {name: [value text]}) of one
+    rank's file."""
+    flags = {}
     params = {}
     with open(path) as f:
         for line in f:
             parts = line.split()
-            if parts[0] == "shm":
-                shm = parts[1] == "1"
+            if parts[0] in ("shm", "hierarchical"):
+                flags[parts[0]] = parts[1] == "1"
             else:
                 params[parts[0]] = parts[1:]
-    return shm, params
+    return flags, params
 
 
 def reference(args, work, global_batch):
@@ -126,7 +136,8 @@ def reference(args, work, global_batch):
     return params
 
 
-def run_job(args, h, placement, per_rank_batch, out, master=None):
+def run_job(args, h, placement, per_rank_batch, out, master=None,
+            extra_env=None):
     """Runs one job: placement[k] is the host of ddprun node k; each node
     has `nproc` ranks. Returns [(node, exit code, output)]."""
     nodes = len(placement["hosts"])
@@ -136,6 +147,7 @@ def run_job(args, h, placement, per_rank_batch, out, master=None):
     start = time.monotonic()
     for node, host in enumerate(placement["hosts"]):
         env = clean_env()
+        env.update(extra_env or {})
         if placement.get("torchrun"):
             # PyTorch's own launcher, unpatched (static rendezvous: node 0's
             # agent runs the store on the master port).
@@ -187,13 +199,15 @@ def close(a, b):
 
 
 def check_job(checks, args, work, n_hosts, placement, per_rank_batch,
-              expect_shm, master=None, rate=None):
+              expect_shm, master=None, rate=None, expect_hierarchical=False,
+              extra_env=None, tolerance=TOLERANCE):
     world = len(placement["hosts"]) * placement["nproc"]
     global_batch = per_rank_batch * world
     ref = reference(args, work, global_batch)
     out = os.path.join(work, "rank")
     with hosts.Hosts(n_hosts, rate=rate) as h:
-        results = run_job(args, h, placement, per_rank_batch, out, master)
+        results = run_job(args, h, placement, per_rank_batch, out, master,
+                          extra_env)
         # Every process the job started has ended with its ddprun.
         leftovers = {}
         for i in range(n_hosts):
@@ -218,11 +232,16 @@ def check_job(checks, args, work, n_hosts, placement, per_rank_batch,
                   f"ranks {sorted(ranks)} of {world}")
     if not ranks:
         return
-    shm = {r: s for r, (s, _) in ranks.items()}
+    shm = {r: f.get("shm") for r, (f, _) in ranks.items()}
     checks.record(
         f"shared-memory-{'used' if expect_shm else 'not-used'}",
         all(s == expect_shm for s in shm.values()),
         f"uses_shared_memory() per rank: {shm}")
+    hier = {r: f.get("hierarchical") for r, (f, _) in ranks.items()}
+    checks.record(
+        f"hierarchical-{'used' if expect_hierarchical else 'not-used'}",
+        all(x == expect_hierarchical for x in hier.values()),
+        f"uses_hierarchical_allreduce() per rank: {hier}")
     first = ranks[min(ranks)][1]
     identical = all(p == first for (_, p) in ranks.values())
     checks.record("ranks-bit-identical", identical,
@@ -237,9 +256,9 @@ def check_job(checks, args, work, n_hosts, placement, per_rank_batch,
         for a, b in zip(got, values):
             a, b = float(a), float(b)
             worst = max(worst, abs(a - b) / max(1.0, abs(b)))
-            ok = ok and close(a, b)
+            ok = ok and abs(a - b) <= tolerance * max(1.0, abs(b))
     checks.record("equals-one-process-at-global-batch", ok,
-                  f"largest difference {worst:.3g} (tolerance {TOLERANCE}); "
+                  f"largest difference {worst:.3g} (tolerance {tolerance}); "
                   f"ranks {first}, reference {ref}")
     print(f"      world {world}, global batch {global_batch}, largest "
           f"difference from the reference {worst:.3g}", flush=True)
@@ -258,7 +277,8 @@ def check_example(checks, args, work):
                        text=True, timeout=RUN_TIMEOUT_S)
     if not checks.record("write-sample", r.returncode == 0, r.stdout):
         return
-    for label, n_hosts, nproc, expect_shm in (("2x2", 2, 2, False),
+    # Shared memory in both: within each host (hierarchical) on 2 hosts.
+    for label, n_hosts, nproc, expect_shm in (("2x2", 2, 2, True),
                                               ("1x2", 1, 2, True)):
         run_dir = os.path.join(work, label)
         world = n_hosts * nproc
@@ -562,17 +582,34 @@ def main():
         if hosts.self_check(3, rate="200mbit", megabytes=40):
             checks.failed.append("self-check")
     elif args.case == "parity-2x2":
+        # Hierarchical: shared memory within each host, Gloo between them.
         check_job(checks, args, work, 2, dict(hosts=[0, 1], nproc=2), 2,
-                  expect_shm=False, rate="1gbit")
+                  expect_shm=True, expect_hierarchical=True, rate="1gbit")
+    elif args.case == "parity-2x2-plain":
+        check_job(checks, args, work, 2, dict(hosts=[0, 1], nproc=2), 2,
+                  expect_shm=False, rate="1gbit",
+                  extra_env={"DDP_HIERARCHICAL": "0"})
+    elif args.case in ("parity-2x2-fp16", "parity-2x2-fp16-plain"):
+        # Compressed: the hosts' exchange (hierarchical) or every rank's
+        # all-reduce (plain) in half precision; the ranks stay bit-identical,
+        # the average exact up to its rounding.
+        hierarchical = args.case == "parity-2x2-fp16"
+        check_job(checks, args, work, 2, dict(hosts=[0, 1], nproc=2), 2,
+                  expect_shm=hierarchical,
+                  expect_hierarchical=hierarchical, rate="1gbit",
+                  extra_env={"DDP_COMM_HOOK": "fp16",
+                             "DDP_HIERARCHICAL": "1" if hierarchical else "0"},
+                  tolerance=1e-3)
     elif args.case == "torchrun-2x2":
         if not args.torchrun:
             parser.error("torchrun-2x2 needs --torchrun")
         check_job(checks, args, work, 2,
                   dict(hosts=[0, 1], nproc=2, torchrun=True), 2,
-                  expect_shm=False, rate="1gbit")
+                  expect_shm=True, expect_hierarchical=True, rate="1gbit")
     elif args.case == "parity-3x1":
         check_job(checks, args, work, 3, dict(hosts=[0, 1, 2], nproc=1), 2,
                   expect_shm=False)
+
     elif args.case == "shm-1x2":
         check_job(checks, args, work, 1, dict(hosts=[0], nproc=2), 4,
                   expect_shm=True)

@@ -14,7 +14,8 @@
 //   parity B FILE   a DistributedDataParallel; step k's global batch is
 //                   samples [k*B*W, (k+1)*B*W) of the data (W the world
 //                   size), of which rank r takes the r-th B; then writes
-//                   FILE.rank<r>: "shm <0|1>" (uses_shared_memory()) and one
+//                   FILE.rank<r>: "shm <0|1>" (uses_shared_memory()),
+//                   "hierarchical <0|1>" (uses_hierarchical_allreduce()), one
 //                   line "<name> <values>" per parameter, each value with 9
 //                   significant digits (a float's bits, round trip). Without
 //                   a launcher and B = the global batch, the reference of the
@@ -120,6 +121,7 @@ int main(int argc, char** argv) {
     std::ofstream out(std::string(argv[3]) + ".rank" +
                       std::to_string(ddp::rank()));
     out << "shm " << model_ddp.uses_shared_memory() << "\n"
+        << "hierarchical " << model_ddp.uses_hierarchical_allreduce() << "\n"
         << std::setprecision(9);
     for (const auto& item : model->named_parameters()) {
       const auto values = item.value().detach().to(torch::kCPU).contiguous();

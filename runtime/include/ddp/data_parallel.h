@@ -39,6 +39,13 @@
 
 namespace ddp {
 
+/// Compression of the gradients that cross the process group, as PyTorch's
+/// DDP communication hooks `fp16_compress_hook` and `bf16_compress_hook` do:
+/// each bucket is cast to the narrow type and divided by the world size,
+/// all-reduced, and cast back. Half the bytes on the wire; the average is
+/// exact up to that type's rounding.
+enum class CommHook { kNone, kFp16, kBf16 };
+
 /// Options of DistributedDataParallel, named as in PyTorch where they exist.
 struct DistributedDataParallelOptions {
   /// Size cap of every gradient bucket but the first, in MiB.
@@ -60,6 +67,18 @@ struct DistributedDataParallelOptions {
   /// kernel. Falls back to the process group when a rank cannot map the
   /// segment. The environment variable DDP_SHM=0 turns it off.
   TORCH_ARG(bool, shared_memory) = true;
+  /// When the ranks span several hosts and some host has several of them
+  /// (CPU gradients, Gloo): a two-level all-reduce. The ranks of a host sum
+  /// through shared memory, one rank per host all-reduces the host's sum over
+  /// the process group, and the result comes back through shared memory: the
+  /// network carries one copy per host, not one per rank. Every rank ends
+  /// with the same bits. Needs shared_memory; DDP_HIERARCHICAL=0 turns it
+  /// off.
+  TORCH_ARG(bool, hierarchical) = true;
+  /// What crosses the process group (see CommHook); in the hierarchical
+  /// all-reduce, the hosts' exchange. Nothing is compressed within a host.
+  /// The environment variable DDP_COMM_HOOK (none, fp16, bf16) overrides it.
+  TORCH_ARG(CommHook, comm_hook) = CommHook::kNone;
 };
 
 /// Communication counters, cumulative since construction or reset_stats().
@@ -132,6 +151,9 @@ public:
   /// (DistributedDataParallelOptions::shared_memory) rather than the
   /// process group.
   bool uses_shared_memory() const;
+  /// Whether it all-reduces in two levels (the `hierarchical` option took
+  /// effect: several hosts, shared memory within each).
+  bool uses_hierarchical_allreduce() const;
   /// Names (from named_parameters()) of the parameters in each bucket, in
   /// the order they are packed.
   std::vector<std::vector<std::string>> bucket_parameter_names() const;
@@ -280,6 +302,8 @@ struct WrapperState {
   /// (DistributedDataParallelBase::uses_shared_memory()) rather than the
   /// process group.
   bool shared_memory = false;
+  /// Whether that was the hierarchical all-reduce (several hosts).
+  bool hierarchical = false;
   /// Parameter names (named_parameters()), then buffer names
   /// (named_buffers()), in registration order; `tensors` matches them.
   std::vector<std::string> names;
