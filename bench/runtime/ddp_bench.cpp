@@ -117,6 +117,15 @@ double now_ms() {
 
 } // namespace
 
+// "MARK <what>" on rank 0, at once: bench/runtime/multihost.py reads the
+// link's byte counters when it sees it.
+void mark(const char* what) {
+  if (ddp::rank() == 0) {
+    std::printf("MARK %s\n", what);
+    std::fflush(stdout);
+  }
+}
+
 int main(int argc, char** argv) {
   try {
     const Args args = parse(argc, argv);
@@ -193,6 +202,7 @@ int main(int argc, char** argv) {
           wrapped->reset_stats();
         }
         cpu_start = cpu_ms();
+        mark("warmup_done"); // for a driver that counts the link's bytes
       }
       // Where the time goes: forward (with zero_grad), backward (with
       // DDP's final wait), optimizer step.
@@ -212,6 +222,7 @@ int main(int argc, char** argv) {
       }
     }
     const double cpu_per_step = (cpu_ms() - cpu_start) / args.steps;
+    mark("steps_done");
     if (!ddp::is_distributed() || ddp::rank() == 0) {
       ddp::DataParallelStats stats;
       int64_t buckets = 0;

@@ -1,6 +1,8 @@
 #!/bin/sh
 # Builds and runs the DDP benchmark (not part of the tests).
 #   bench/runtime/run.sh [BUILD_DIR] [REPS]
+#   bench/runtime/run.sh multihost [BUILD_DIR] [REPS]   (root: test hosts, a
+#       rate-limited link at 1 and 10 Gbit/s; bench/runtime/multihost.py)
 # BUILD_DIR: a build tree of this project (default: build); its ddp_runtime is
 # built if needed, the benchmark goes into BUILD_DIR/bench-runtime. PyTorch's
 # DDP, the reference, is the PyTorch of BUILD_DIR's LibTorch: Debian's
@@ -8,9 +10,14 @@
 # interpreter it was installed for) for build-torch2/.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
+mode=local
+if [ "${1:-}" = multihost ]; then
+  mode=multihost
+  shift
+fi
 build=$(cd "${1:-$root/build}" && pwd)
 reps=${2:-5}
-cmake --build "$build" --target ddp_runtime -j 2
+cmake --build "$build" --target ddp_runtime ddprun -j 2
 cmake -S "$root/bench/runtime" -B "$build/bench-runtime" -G Ninja \
   -DDDP_BUILD_DIR="$build" >/dev/null
 cmake --build "$build/bench-runtime" -j 2
@@ -24,5 +31,13 @@ case "$torch_dir" in
   ;;
 esac
 echo "reference: $("$python" -c 'import torch; print("PyTorch", torch.__version__, torch.__file__)')"
+if [ "$mode" = multihost ]; then
+  compression=bf16
+  "$python" -c 'import torch, sys; sys.exit(int(torch.__version__.split(".")[0]) < 2)' ||
+    compression=fp16 # LibTorch 1.13's Gloo has no bfloat16
+  exec /usr/bin/python3 "$root/bench/runtime/multihost.py" --python "$python" \
+    --ddprun "$build/bin/ddprun" --bench "$build/bench-runtime/ddp_bench" \
+    --reps "$reps" --compression "$compression"
+fi
 exec "$python" "$root/bench/runtime/bench.py" --python "$python" \
   --bench "$build/bench-runtime/ddp_bench" --reps "$reps"

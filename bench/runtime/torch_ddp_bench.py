@@ -19,6 +19,13 @@ def cpu_ms():
     return (usage.ru_utime + usage.ru_stime) * 1000.0
 
 
+def mark(what):
+    """MARK line on rank 0 (bench/runtime/multihost.py counts the link's
+    bytes between them)."""
+    if dist.get_rank() == 0:
+        print(f"MARK {what}", flush=True)
+
+
 def make_model(name):
     if name == "mlp":
         return nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024),
@@ -38,6 +45,9 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=8)
+    parser.add_argument("--hook", choices=["none", "fp16", "bf16"],
+                        default="none",
+                        help="PyTorch's compression comm hook")
     args = parser.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="env://")
@@ -47,6 +57,11 @@ def main():
         args.batch, 3, 32, 32)
     y = torch.randint(0, 10, (args.batch,))
     ddp_model = nn.parallel.DistributedDataParallel(model)
+    if args.hook != "none":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        ddp_model.register_comm_hook(
+            None, default_hooks.fp16_compress_hook if args.hook == "fp16"
+            else default_hooks.bf16_compress_hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     times, forward_times, backward_times, step_times = [], [], [], []
     cpu_start = 0.0
@@ -54,6 +69,7 @@ def main():
         if i == args.warmup:
             dist.barrier()
             cpu_start = cpu_ms()
+            mark("warmup_done")
         t0 = time.perf_counter()
         opt.zero_grad()
         loss = F.cross_entropy(ddp_model(x), y)
@@ -68,6 +84,7 @@ def main():
             backward_times.append((t2 - t1) * 1000.0)
             step_times.append((t3 - t2) * 1000.0)
     cpu_per_step = (cpu_ms() - cpu_start) / args.steps
+    mark("steps_done")
     if dist.get_rank() == 0:
         print("RESULT " + json.dumps({
             "mode": "torch_ddp", "model": args.model, "batch": args.batch,

@@ -334,9 +334,17 @@ def torch_args(args, build_dir=None):
     extra = []
     if args.torch_dir:
         prefixes.append(os.path.dirname(os.path.abspath(args.torch_dir)))
+        # Torch_DIR (and Caffe2_DIR beside it) too: a project that sets
+        # CMAKE_PREFIX_PATH itself would find another LibTorch in the
+        # system folders (ddpify's package then refuses the mix).
+        torch_dir = os.path.abspath(args.torch_dir)
+        extra.append(f"-DTorch_DIR={torch_dir}")
+        caffe2 = os.path.normpath(os.path.join(torch_dir, "..", "Caffe2"))
+        if os.path.exists(os.path.join(caffe2, "Caffe2Config.cmake")):
+            extra.append(f"-DCaffe2_DIR={caffe2}")
         lib = os.path.normpath(os.path.join(args.torch_dir, "..", "..", "..", "lib"))
         if not build_dir and os.path.exists(os.path.join(lib, "libtorch.so")):
-            extra = [f"-DCMAKE_LIBRARY_PATH={lib}"]
+            extra.append(f"-DCMAKE_LIBRARY_PATH={lib}")
     return ([f"-DCMAKE_PREFIX_PATH={';'.join(prefixes)}"] if prefixes else []) + extra
 
 
