@@ -368,6 +368,7 @@ struct Worker {
   std::optional<ddprun::Clock::time_point> stopped_since;
   int stop_signal = 0;
   bool stop_reported = false; // as a cause, after the heartbeat timeout
+  bool signalled = false;     // ddprun sent it SIGTERM/SIGINT/SIGKILL
   Stream out;
   Stream err;
 };
@@ -779,6 +780,7 @@ int main(int argc, char** argv) {
         ::kill(w.pid, sig);
         // A stopped worker only acts on the signal once continued.
         ::kill(w.pid, SIGCONT);
+        w.signalled = true;
       }
     }
     if (!kill_at) {
@@ -828,11 +830,9 @@ int main(int argc, char** argv) {
       const pid_t pid = ::waitpid(-1, &status, WUNTRACED | WCONTINUED);
       if (pid > 0) {
         // When this thread ran late, several workers may have exited since:
-        // take them all in one round. waitpid(-1) returns zombies oldest
-        // child first, not in the order they died, so within a round a worker
-        // that exited with a code goes before one killed by a signal: the
-        // peers of a failed worker die by abort (a broken collective), so
-        // the code is the cause and the signal its consequence.
+        // take them all in one round. Which of them is the cause is not their
+        // order (waitpid returns the oldest child first) but what each says
+        // (RootCause).
         std::vector<std::pair<pid_t, int>> round{{pid, status}};
         for (;;) {
           int more_status = 0;
@@ -843,10 +843,6 @@ int main(int argc, char** argv) {
           }
           round.emplace_back(more, more_status);
         }
-        std::stable_sort(round.begin(), round.end(),
-                         [](const auto& a, const auto& b) {
-                           return WIFEXITED(a.second) && !WIFEXITED(b.second);
-                         });
         std::lock_guard<std::mutex> lock(exits_mutex);
         exits.insert(exits.end(), round.begin(), round.end());
       } else if (errno != EINTR) {
@@ -938,6 +934,7 @@ int main(int argc, char** argv) {
       std::lock_guard<std::mutex> lock(exits_mutex);
       exited.swap(exits);
     }
+    std::vector<Failure> failures;
     for (const auto& [pid, status] : exited) {
       for (auto& w : workers) {
         if (w.pid != pid || !w.running) {
@@ -970,16 +967,22 @@ int main(int argc, char** argv) {
         --running;
         // Workers that ddprun itself ended say nothing about the cause.
         const bool ended_here =
-            kill_at && WIFSIGNALED(status) &&
-            (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL);
+            w.signalled && WIFSIGNALED(status) &&
+            (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT ||
+             WTERMSIG(status) == SIGKILL);
         if (w.code != 0 && !verdict && !ended_here) {
-          report(worker_failure(options, w, status, host));
-          if (!failed_here) {
-            failed_here = true;
-            // A failed worker ends the job whatever the cause.
-            end_job(SIGTERM);
-          }
+          failures.push_back(worker_failure(options, w, status, host));
         }
+      }
+    }
+    // Reported once the whole round is in: a worker that died in it before
+    // ddprun ended the others is not mistaken for one that ddprun ended.
+    for (const auto& failure : failures) {
+      report(failure);
+      if (!failed_here) {
+        failed_here = true;
+        // A failed worker ends the job whatever the cause.
+        end_job(SIGTERM);
       }
     }
     // A worker stopped for the heartbeat timeout is the job's failure.
@@ -1002,6 +1005,7 @@ int main(int argc, char** argv) {
       for (auto& w : workers) {
         if (w.running) {
           ::kill(w.pid, SIGKILL);
+          w.signalled = true;
         }
       }
       kill_at = Clock::now() + std::chrono::hours(1);
