@@ -292,17 +292,22 @@ void reduce_share(const std::vector<T*>& regions, int64_t begin, int64_t end,
 
 } // namespace
 
+std::pair<int64_t, int64_t>
+SharedMemoryGroup::share(int64_t numel, c10::ScalarType dtype) const {
+  // In whole cache lines: no two ranks write one line.
+  const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
+  const int64_t align = std::max<int64_t>(1, 64 / element);
+  const int64_t size =
+      (numel + world_size_ - 1) / world_size_ / align * align + align;
+  const int64_t begin = std::min(numel, size * rank_);
+  return {begin, std::min(numel, begin + size)};
+}
+
 void SharedMemoryGroup::allreduce(int64_t offset, int64_t numel,
                                   int64_t averaged, c10::ScalarType dtype) {
   // Every rank's elements are in place.
   barrier("a gradient all-reduce through shared memory");
-  // This rank's share, in whole cache lines.
-  const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
-  const int64_t align = std::max<int64_t>(1, 64 / element);
-  const int64_t share =
-      (numel + world_size_ - 1) / world_size_ / align * align + align;
-  const int64_t begin = std::min(numel, share * rank_);
-  const int64_t end = std::min(numel, begin + share);
+  const auto [begin, end] = share(numel, dtype);
   if (begin < end) {
     if (dtype == c10::kFloat || dtype == c10::kDouble) {
       AT_DISPATCH_FLOATING_TYPES(dtype, "ddp_shm_allreduce", [&] {
@@ -348,12 +353,7 @@ void SharedMemoryGroup::broadcast(int64_t offset, int64_t numel, int root,
                                   c10::ScalarType dtype) {
   // The root's elements are in place.
   barrier("a broadcast through shared memory");
-  const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
-  const int64_t align = std::max<int64_t>(1, 64 / element);
-  const int64_t share =
-      (numel + world_size_ - 1) / world_size_ / align * align + align;
-  const int64_t begin = std::min(numel, share * rank_);
-  const int64_t end = std::min(numel, begin + share);
+  const auto [begin, end] = share(numel, dtype);
   if (begin < end) {
     // This rank's share of the root's elements (read before any region is
     // written), divided where asked, into every region.
@@ -415,8 +415,7 @@ SharedMemoryWorker::~SharedMemoryWorker() {
 }
 
 std::future<void> SharedMemoryWorker::run(std::function<void()> work) {
-  std::packaged_task<void()> task(
-      [group = group_, work = std::move(work)] { work(); });
+  std::packaged_task<void()> task(std::move(work));
   auto done = task.get_future();
   {
     std::lock_guard<std::mutex> lock(queue_->mutex);
@@ -429,17 +428,9 @@ std::future<void> SharedMemoryWorker::run(std::function<void()> work) {
 std::future<void> SharedMemoryWorker::allreduce(int64_t offset, int64_t numel,
                                                 int64_t averaged,
                                                 c10::ScalarType dtype) {
-  std::packaged_task<void()> task(
-      [group = group_, offset, numel, averaged, dtype] {
-        group->allreduce(offset, numel, averaged, dtype);
-      });
-  auto done = task.get_future();
-  {
-    std::lock_guard<std::mutex> lock(queue_->mutex);
-    queue_->tasks.push_back(std::move(task));
-  }
-  queue_->ready.notify_one();
-  return done;
+  return run([group = group_, offset, numel, averaged, dtype] {
+    group->allreduce(offset, numel, averaged, dtype);
+  });
 }
 
 } // namespace detail

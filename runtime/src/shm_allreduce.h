@@ -21,6 +21,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace ddp {
 namespace detail {
@@ -66,6 +67,8 @@ private:
                     int64_t bytes_per_rank, std::chrono::milliseconds timeout);
   void* region(int rank) const;
   void barrier(const char* where);
+  /// [begin, end) of `numel` elements that this rank reduces or copies.
+  std::pair<int64_t, int64_t> share(int64_t numel, c10::ScalarType dtype) const;
 
   void* base_;
   size_t size_;
