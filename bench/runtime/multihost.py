@@ -40,10 +40,6 @@ import hosts  # noqa: E402
 PORT = 29600
 
 
-def rate_bits(rate):
-    return hosts._rate_bits(rate)
-
-
 def link_bytes(h, host):
     """tx + rx bytes of the host's eth0 (its network namespace's counters,
     read through the host's holder process)."""
@@ -167,7 +163,7 @@ def main():
                         step = statistics.median(s[0] for s in samples[key])
                         backward = statistics.median(s[1] for s in samples[key])
                         link = statistics.median(s[2] for s in samples[key])
-                        bound = link * 8 / rate_bits(rate) * 1000
+                        bound = link * 8 / hosts._rate_bits(rate) * 1000
                         row[key] = dict(step_ms=step, backward_ms=backward,
                                         link_bytes=link, bound_ms=bound)
                     rows.append(row)

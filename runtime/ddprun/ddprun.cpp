@@ -304,26 +304,6 @@ Options parse_args(int argc, char** argv) {
   return options;
 }
 
-/// A port nobody listens on right now (the usual race applies).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) {
-    return 29500;
-  }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = 0;
-  int port = 29500;
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
 // --- signals ---------------------------------------------------------------
 
 volatile sig_atomic_t g_forward_signal = 0;
@@ -692,7 +672,8 @@ int main(int argc, char** argv) {
   using ddprun::Failure;
   Options options = parse_args(argc, argv);
   if (options.master_port == 0) {
-    options.master_port = options.nnodes == 1 ? free_port() : 29500;
+    const int port = options.nnodes == 1 ? ddprun::free_port() : 0;
+    options.master_port = port > 0 ? port : 29500;
   }
   options.store_port = options.master_port;
   if (options.run_id.empty()) {

@@ -85,8 +85,8 @@ std::string peer_address(int fd) {
   return text;
 }
 
-/// A free TCP port on this host for the rendezvous store (the usual race
-/// with other programs applies until rank 0 binds it).
+} // namespace
+
 int free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -104,8 +104,6 @@ int free_port() {
   ::close(fd);
   return port;
 }
-
-} // namespace
 
 std::string signal_name(int sig) {
   switch (sig) {
@@ -371,7 +369,6 @@ int NodeLink::join_as_coordinator(
         line >> word >> node >> nnodes >> nproc >> peer.host;
         std::string problem;
         if (word != "join" || !line) {
-          problem = "";
           close_peer(peer); // not a ddprun: drop it
         } else if (nnodes != config_.nnodes) {
           problem = "node " + std::to_string(node) + " on " + peer.host +

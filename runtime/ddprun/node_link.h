@@ -54,7 +54,6 @@ public:
   /// `final`: no further report can come (decide without the window).
   std::optional<Failure> decide(Clock::time_point now,
                                 bool final = false) const;
-  bool empty() const { return failures_.empty(); }
 
 private:
   Clock::duration window_;
@@ -141,6 +140,10 @@ private:
   Clock::time_point last_ping_;
   bool done_ = false;
 };
+
+/// A TCP port nobody listens on right now, 0 when none could be found (the
+/// usual race with other programs applies until it is bound).
+int free_port();
 
 /// The signal's name ("SIGKILL"), or its number.
 std::string signal_name(int sig);

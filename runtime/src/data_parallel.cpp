@@ -777,20 +777,25 @@ private:
                 "fp16 (DDP_COMM_HOOK=fp16)");
   }
 
+  // Whether `mine` holds on every rank (a collective: every rank asks).
+  bool every_rank_agrees(bool mine) {
+    auto agreed = torch::tensor({mine ? 1 : 0}, torch::kInt);
+    std::vector<torch::Tensor> tensors{agreed};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = c10d::ReduceOp::MIN;
+    wait_for(pg_->allreduce(tensors, opts), "shared-memory vote");
+    return agreed.item<int>() != 0;
+  }
+
   // The job's ranks grouped by the /dev/shm they share (ascending, in the
   // order of their first rank).
   std::vector<std::vector<int>> ranks_by_host() {
-    auto key = torch::tensor({shared_memory_host_key()}, torch::kLong);
-    std::vector<std::vector<torch::Tensor>> gathered(1);
-    for (int i = 0; i < world_size_; ++i) {
-      gathered[0].push_back(torch::empty_like(key));
-    }
-    std::vector<torch::Tensor> input{key};
-    wait_for(pg_->allgather(gathered, input), "host grouping");
+    const auto gathered = ddp::all_gather(
+        torch::tensor({shared_memory_host_key()}, torch::kLong));
     std::vector<std::vector<int>> hosts;
     std::vector<int64_t> keys;
     for (int r = 0; r < world_size_; ++r) {
-      const int64_t k = gathered[0][static_cast<size_t>(r)].item<int64_t>();
+      const int64_t k = gathered[static_cast<size_t>(r)].item<int64_t>();
       const auto at = std::find(keys.begin(), keys.end(), k);
       if (at == keys.end()) {
         keys.push_back(k);
@@ -816,12 +821,7 @@ private:
     for (const auto& bucket : buckets_) {
       wanted = wanted && bucket.flat.device().is_cpu();
     }
-    auto agreed = torch::tensor({wanted ? 1 : 0}, torch::kInt);
-    std::vector<torch::Tensor> tensors{agreed};
-    c10d::AllreduceOptions opts;
-    opts.reduceOp = c10d::ReduceOp::MIN;
-    wait_for(pg_->allreduce(tensors, opts), "shared-memory vote");
-    if (agreed.item<int>() == 0) {
+    if (!every_rank_agrees(wanted)) {
       return;
     }
     // Which ranks share a /dev/shm: one host, several, or one rank each.
@@ -849,22 +849,17 @@ private:
       std::vector<int> leaders;
       for (size_t h = 0; h < hosts.size(); ++h) {
         leaders.push_back(hosts[h][0]);
-        const auto group =
-            new_gloo_subgroup(hosts[h], name + "_host" + std::to_string(h));
-        if (group) {
-          host_pg_ = group;
+        if (std::find(hosts[h].begin(), hosts[h].end(), rank_) !=
+            hosts[h].end()) {
+          host_pg_ =
+              new_gloo_subgroup(hosts[h], name + "_host" + std::to_string(h));
         }
       }
       leaders_pg_ = new_gloo_subgroup(leaders, name + "_leaders");
       auto shm =
           SharedMemoryGroup::create(host_pg_, bytes, collective_timeout());
       // Every host has its segment, or no rank uses one.
-      auto ok = torch::tensor({shm ? 1 : 0}, torch::kInt);
-      std::vector<torch::Tensor> votes{ok};
-      c10d::AllreduceOptions min;
-      min.reduceOp = c10d::ReduceOp::MIN;
-      wait_for(pg_->allreduce(votes, min), "shared-memory vote");
-      if (ok.item<int>() == 0) {
+      if (!every_rank_agrees(static_cast<bool>(shm))) {
         leaders_pg_.reset();
         host_pg_.reset();
         return;

@@ -124,11 +124,7 @@ c10::intrusive_ptr<c10d::Store> make_store(const detail::EnvConfig& env) {
   try {
     store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    const auto newline = what.find("\nException raised from");
-    if (newline != std::string::npos) {
-      what.erase(newline);
-    }
+    const std::string what = detail::describe(e);
     if (options.isServer) {
       throw std::runtime_error(
           "ddp::init: rank 0 could not start the rendezvous store on "
@@ -430,11 +426,7 @@ void init(int& argc, char** argv, InitOptions options) {
     } catch (const std::runtime_error&) {
       throw;
     } catch (const std::exception& e) {
-      std::string what = e.what();
-      const auto newline = what.find("\nException raised from");
-      if (newline != std::string::npos) {
-        what.erase(newline);
-      }
+      const std::string what = detail::describe(e);
       throw std::runtime_error(
           "ddp::init: rank " + std::to_string(env.rank) +
           " could not connect the " + name + " process group of " +

@@ -194,10 +194,6 @@ def torchrun_command(spec):
     return words, extra
 
 
-def close(a, b):
-    return abs(a - b) <= TOLERANCE * max(1.0, abs(b))
-
-
 def check_job(checks, args, work, n_hosts, placement, per_rank_batch,
               expect_shm, master=None, rate=None, expect_hierarchical=False,
               extra_env=None, tolerance=TOLERANCE):
