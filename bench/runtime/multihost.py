@@ -20,6 +20,7 @@ faster.
 usage (root):
   multihost.py --ddprun BUILD/bin/ddprun --bench BUILD/bench-runtime/ddp_bench
                [--python PY] [--rates 1gbit,10gbit] [--reps 3] [--steps 20]
+               [--nprocs 1,2] [--batches 8,64] [--variants ours-hier,...]
 bench/runtime/run.sh multihost [BUILD_DIR] [REPS] builds and runs it.
 """
 import argparse
@@ -119,6 +120,13 @@ def main():
     parser.add_argument("--compression", default="bf16",
                         choices=["bf16", "fp16"],
                         help="ours-comp's hook (fp16 where Gloo lacks bf16)")
+    parser.add_argument("--nprocs", default="1,2",
+                        help="ranks per host, comma-separated")
+    parser.add_argument("--batches", default="8,64",
+                        help="per-rank batches, comma-separated")
+    parser.add_argument("--variants", default="",
+                        help="only these variants (comma-separated); torch "
+                        "is always run, as the baseline")
     args = parser.parse_args()
     hosts.require_root("the multi-host benchmark")
     torch_py = [args.python, os.path.join(HERE, "torch_ddp_bench.py")]
@@ -128,8 +136,8 @@ def main():
     rows = []
     for rate in args.rates.split(","):
         with hosts.Hosts(2, rate=rate) as h:
-            for nproc in (1, 2):
-                for batch in (8, 64):
+            for nproc in (int(n) for n in args.nprocs.split(",")):
+                for batch in (int(b) for b in args.batches.split(",")):
                     common = ["--model", "mlp", "--batch", str(batch),
                               "--steps", str(args.steps), "--warmup",
                               str(args.warmup)]
@@ -146,6 +154,10 @@ def main():
                     if nproc > 1:
                         variants["ours-hier"] = (ours,
                                                  {"DDP_HIERARCHICAL": "1"})
+                    if args.variants:
+                        wanted = set(args.variants.split(",")) | {"torch"}
+                        variants = {k: v for k, v in variants.items()
+                                    if k in wanted}
                     order = list(variants)
                     samples = {k: [] for k in order}
                     for rep in range(args.reps):
