@@ -39,6 +39,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "multihost"))
 import hosts  # noqa: E402
 
 PORT = 29600
+# In the order of the table.
+VARIANTS = ("ours", "ours-hier", "ours-comp", "torch", "torch-fp16")
 
 
 def link_bytes(h, host):
@@ -128,6 +130,14 @@ def main():
                         help="only these variants (comma-separated); torch "
                         "is always run, as the baseline")
     args = parser.parse_args()
+    nprocs = [int(n) for n in args.nprocs.split(",")]
+    batches = [int(b) for b in args.batches.split(",")]
+    known = set(VARIANTS)
+    wanted = set(args.variants.split(",")) if args.variants else known
+    if wanted - known:
+        parser.error(f"--variants: no variant {', '.join(sorted(wanted - known))}"
+                     f" (variants: {', '.join(sorted(known))})")
+    wanted.add("torch")
     hosts.require_root("the multi-host benchmark")
     torch_py = [args.python, os.path.join(HERE, "torch_ddp_bench.py")]
     version = subprocess.run(
@@ -136,8 +146,8 @@ def main():
     rows = []
     for rate in args.rates.split(","):
         with hosts.Hosts(2, rate=rate) as h:
-            for nproc in (int(n) for n in args.nprocs.split(",")):
-                for batch in (int(b) for b in args.batches.split(",")):
+            for nproc in nprocs:
+                for batch in batches:
                     common = ["--model", "mlp", "--batch", str(batch),
                               "--steps", str(args.steps), "--warmup",
                               str(args.warmup)]
@@ -154,11 +164,7 @@ def main():
                     if nproc > 1:
                         variants["ours-hier"] = (ours,
                                                  {"DDP_HIERARCHICAL": "1"})
-                    if args.variants:
-                        wanted = set(args.variants.split(",")) | {"torch"}
-                        variants = {k: v for k, v in variants.items()
-                                    if k in wanted}
-                    order = list(variants)
+                    order = [k for k in variants if k in wanted]
                     samples = {k: [] for k in order}
                     for rep in range(args.reps):
                         shifted = order[rep % len(order):] + \
@@ -190,7 +196,7 @@ def main():
     print("|" + "---|" * 9)
     for r in rows:
         base = r["torch"]["step_ms"]
-        for key in ("ours", "ours-hier", "ours-comp", "torch", "torch-fp16"):
+        for key in VARIANTS:
             if key not in r:
                 continue
             v = r[key]
