@@ -10,6 +10,11 @@
 // it went through ddp::all_reduce / ddp::broadcast. The ranks would leave
 // the loop at different steps and the others hang in the next collective.
 // Sums R11 all-reduces after a loop that does not train count as reduced.
+// R12 fixes the exit where every rank-local value it depends on is a float or
+// a double (`loss.item<float>()`, a local, a helper's result): each becomes
+// its mean over the ranks, `ddp::all_reduce(v, ddp::ReduceOp::kMean)`, so
+// every rank takes the same decision (report note `divergent-exit-averaged`);
+// otherwise (a bool flag, an integer, a macro) it is an error item.
 //
 // non-torch-loader: a loop that calls backward() and whose data does not come
 // from a torch data loader (no range-for over one, here or around it): its
@@ -18,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ddpify/FlowMatchers.h"
+#include "ddpify/HandBatchMatchers.h"
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/MetricsMatchers.h"
 #include "clang/AST/DeclTemplate.h"
@@ -138,6 +144,24 @@ public:
     return nullptr;
   }
 
+  /// Every outermost rank-local part of E, in source order (none when every
+  /// rank computes the same value).
+  void culprits(const FunctionTaint &Taint, const Expr *E,
+                std::vector<const Expr *> &Out) {
+    if (!E || isa<LambdaExpr>(E))
+      return;
+    if (const auto *Call = dyn_cast<CallExpr>(E))
+      if (isDdpCollective(Call))
+        return;
+    if (culprit(Taint, E) == E) {
+      Out.push_back(E);
+      return;
+    }
+    for (const Stmt *Child : E->children())
+      if (const auto *ChildExpr = dyn_cast_or_null<Expr>(Child))
+        culprits(Taint, ChildExpr, Out);
+  }
+
   /// Follows a variable to the `.item()` (or call) that made it rank-local.
   const Expr *origin(const FunctionTaint &Taint, const Expr *Culprit) {
     for (int I = 0; I < 8 && Culprit; ++I) {
@@ -218,7 +242,7 @@ private:
     // loop's sums are reduced only after it: an exit inside it decided by one
     // still diverges.
     for (const MetricLoop &Loop : analyzeMetricLoops(Context, Function))
-      if (!Oracle.trains(Loop.Loop->getBody()))
+      if (!Oracle.trains(Loop.Body))
         for (const VarDecl *Var : Loop.Accumulators)
           Result.Clean.insert(Var);
 
@@ -348,11 +372,10 @@ private:
         continue;
       if (!inTraining(Parent))
         return;
+      std::vector<const Expr *> Conditions;
       for (const IfStmt *If : Ifs)
-        if (const Expr *Why = Taint->culprit(Values, If->getCond())) {
-          report(Values, Break, Why, "this 'break'");
-          return;
-        }
+        Conditions.push_back(If->getCond());
+      decide(Values, Break, Conditions, "this 'break'");
       return;
     }
   }
@@ -371,11 +394,10 @@ private:
         Governing = Ifs.size();
       }
     }
+    std::vector<const Expr *> Conditions;
     for (size_t I = 0; I < Governing; ++I)
-      if (const Expr *Why = Taint->culprit(Values, Ifs[I]->getCond())) {
-        report(Values, Return, Why, "this 'return' from a training loop");
-        return;
-      }
+      Conditions.push_back(Ifs[I]->getCond());
+    decide(Values, Return, Conditions, "this 'return' from a training loop");
   }
 
   void checkCondition(const FunctionTaint &Values, const Stmt *Loop) {
@@ -388,8 +410,111 @@ private:
       Condition = Do->getCond();
     if (!Condition || !inTraining(Loop))
       return;
-    if (const Expr *Why = Taint->culprit(Values, Condition))
-      report(Values, Condition, Why, "the condition of this training loop");
+    decide(Values, Condition, {Condition},
+           "the condition of this training loop");
+  }
+
+  /// An exit at At, taken when Conditions (the loop's condition, or the
+  /// conditions of the `if`s around the exit inside the loop) hold. Where
+  /// every rank-local value in them is a floating-point scalar, each is
+  /// replaced by its mean over the ranks: every rank then evaluates the same
+  /// conditions (left to right, each on values already shared), so all leave
+  /// the loop at the same step. Else the exit is an error item.
+  void decide(const FunctionTaint &Values, const Stmt *At,
+              llvm::ArrayRef<const Expr *> Conditions, llvm::StringRef What) {
+    std::vector<const Expr *> Local;
+    for (const Expr *Condition : Conditions)
+      Taint->culprits(Values, Condition, Local);
+    if (Local.empty())
+      return;
+    std::vector<const Expr *> Targets;
+    for (const Expr *Value : Local) {
+      const Expr *Target = meanTarget(Value);
+      if (!Target) {
+        report(Values, At, Value, What);
+        return;
+      }
+      Targets.push_back(Target);
+    }
+    decideOnMeans(At, Targets, What);
+  }
+
+  static bool isFloatingScalar(QualType T) {
+    T = T.getCanonicalType().getNonReferenceType();
+    return T->isSpecificBuiltinType(BuiltinType::Float) ||
+           T->isSpecificBuiltinType(BuiltinType::Double);
+  }
+
+  /// The expression whose mean over the ranks replaces the rank-local
+  /// Value: Value itself when it is a float or a double, the whole
+  /// `t.item().toDouble()` (or toFloat()) for an `item()`; null when there is
+  /// none (a bool flag, an integer, a tensor, code from a macro).
+  const Expr *meanTarget(const Expr *Value) {
+    const Expr *Target = Value;
+    if (isItemCall(stripParensAndImplicit(Value)) &&
+        !isFloatingScalar(Value->getType())) {
+      const Stmt *Parent = Parents->getParent(Value);
+      while (Parent && isa<ImplicitCastExpr, MaterializeTemporaryExpr,
+                           CXXBindTemporaryExpr, ParenExpr>(Parent))
+        Parent = Parents->getParent(Parent);
+      const auto *Member = dyn_cast_or_null<MemberExpr>(Parent);
+      const auto *Call =
+          Member ? dyn_cast_or_null<CXXMemberCallExpr>(
+                       Parents->getParent(Member))
+                 : nullptr;
+      const CXXMethodDecl *Method = Call ? Call->getMethodDecl() : nullptr;
+      if (!Method || !Method->getIdentifier() ||
+          (Method->getName() != "toDouble" && Method->getName() != "toFloat"))
+        return nullptr;
+      Target = Call;
+    }
+    if (!isFloatingScalar(Target->getType()) ||
+        Target->getBeginLoc().isMacroID() || Target->getEndLoc().isMacroID())
+      return nullptr;
+    return Target;
+  }
+
+  void decideOnMeans(const Stmt *At, llvm::ArrayRef<const Expr *> Targets,
+                     llvm::StringRef What) {
+    Finding F = Locator.make(*Context, SourceRange(At->getBeginLoc()), "R12",
+                             "ddp-divergent-exit", FindingForm::OwnEdits);
+    if (F.FilePath.empty() || F.InMacro ||
+        !Seen.insert({F.FilePath, F.Offset, "divergent-exit"}).second)
+      return;
+    F.Length = 0;
+    std::string Names;
+    for (const Expr *Target : Targets) {
+      Finding Where = Locator.make(*Context, Target->getSourceRange(), "", "",
+                                   FindingForm::OwnEdits);
+      if (Where.FilePath != F.FilePath || Where.InMacro)
+        return;
+      F.Edits.push_back({Where.Offset, 0, "ddp::all_reduce("});
+      F.Edits.push_back(
+          {Where.Offset + Where.Length, 0, ", ddp::ReduceOp::kMean)"});
+      Names += (Names.empty() ? "'" : ", '") + sourceText(Target) + "'";
+    }
+    F.Message = (What + " depends on " + Names +
+                 ", computed from this rank's data only: ranks would leave "
+                 "the loop at different steps and the others hang in the "
+                 "next collective; decide on the mean over the ranks "
+                 "(ddp::all_reduce with ddp::ReduceOp::kMean)")
+                    .str();
+    // The report says the decision changed: on N ranks it is taken on the
+    // mean of the N values (for a mean loss, the whole batch's loss).
+    Finding Note = F;
+    Note.RuleId.clear();
+    Note.CheckName.clear();
+    Note.Form = FindingForm::ReportOnly;
+    Note.Edits.clear();
+    Note.ReportId = "divergent-exit-averaged";
+    Note.NotRewrittenReason =
+        (What + " was decided by " + Names +
+         " of one rank; it now decides on the mean over the ranks "
+         "(ddp::all_reduce), so every rank leaves the loop at the same step")
+            .str();
+    Note.Message = Note.NotRewrittenReason;
+    Findings.push_back(std::move(F));
+    Findings.push_back(std::move(Note));
   }
 
   std::string sourceText(const Expr *E) {
@@ -497,7 +622,8 @@ private:
     if (const auto *Call = dyn_cast<CallExpr>(S))
       if (const FunctionDecl *Callee = Call->getDirectCallee()) {
         std::string Name = Callee->getQualifiedNameAsString();
-        if (Name == "ddp::rank" || Name == "ddp::world_size")
+        if (Name == "ddp::rank" || Name == "ddp::world_size" ||
+            Name == "ddp::batch_starts")
           return true;
       }
     for (const Stmt *Child : S->children())
@@ -531,6 +657,11 @@ private:
           Loop = S;
       if (!Loop || !Done.insert(Loop).second || usesLoader(Loop))
         continue;
+      // Batches cut by hand that R4 shards (HandBatchMatchers.cpp).
+      std::string NotShardedWhy;
+      if (const auto *For = dyn_cast<ForStmt>(Loop))
+        if (handBatchLoop(*Context, For, *Oracle, &NotShardedWhy).Loop)
+          continue;
       bool Fed = false;
       for (const Stmt *S = Parents->getParent(Loop); S && !Fed;
            S = Parents->getParent(S))
@@ -547,7 +678,11 @@ private:
       F.NotRewrittenReason =
           "this training loop's data does not come from a torch data loader, "
           "so ddpify cannot shard it and every rank trains on the same "
-          "samples; shard it by ddp::rank()/ddp::world_size() or use a torch "
+          "samples" +
+          (NotShardedWhy.empty()
+               ? std::string()
+               : " (it cuts its batches by hand, but " + NotShardedWhy + ")") +
+          "; shard it by ddp::rank()/ddp::world_size() or use a torch "
           "dataset with ddp::make_data_loader";
       F.Message = F.NotRewrittenReason;
       Findings.push_back(std::move(F));

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ddpify/MetricsMatchers.h"
+#include "ddpify/HandBatchMatchers.h"
 #include "ddpify/MatcherUtil.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMap.h"
@@ -418,7 +419,7 @@ class FunctionAnalysis {
 public:
   FunctionAnalysis(ASTContext &Context, const FunctionDecl *Function)
       : Context(Context), SM(Context.getSourceManager()), Function(Function),
-        Body(Function->getBody()), Parents(Body) {
+        Body(Function->getBody()), Parents(Body), Oracle(Context) {
     indexReferences(Body);
   }
 
@@ -456,14 +457,23 @@ private:
   void collectLoops(const Stmt *S, std::vector<MetricLoop> &Loops) {
     if (!S)
       return;
-    if (const auto *Loop = dyn_cast<CXXForRangeStmt>(S))
-      if (Loop->getRangeInit() &&
-          isDataLoaderType(Loop->getRangeInit()->getType()) &&
-          !isUnshardedLoader(Loop->getRangeInit())) {
-        MetricLoop Result = analyze(Loop);
-        if (!Result.Accumulators.empty() || !Result.Problems.empty())
-          Loops.push_back(std::move(Result));
-      }
+    const Stmt *Sharded = nullptr, *LoopBody = nullptr;
+    if (const auto *Loop = dyn_cast<CXXForRangeStmt>(S)) {
+      if ((Loop->getRangeInit() &&
+           isDataLoaderType(Loop->getRangeInit()->getType()) &&
+           !isUnshardedLoader(Loop->getRangeInit())) ||
+          isBatchStartsLoop(Loop))
+        Sharded = Loop, LoopBody = Loop->getBody();
+    } else if (const auto *Loop = dyn_cast<ForStmt>(S)) {
+      // Batches cut by hand, which R4 shards over ddp::batch_starts.
+      if (handBatchLoop(Context, Loop, Oracle).Loop)
+        Sharded = Loop, LoopBody = Loop->getBody();
+    }
+    if (Sharded) {
+      MetricLoop Result = analyze(Sharded, LoopBody);
+      if (!Result.Accumulators.empty() || !Result.Problems.empty())
+        Loops.push_back(std::move(Result));
+    }
     for (const Stmt *Child : S->children())
       collectLoops(Child, Loops);
   }
@@ -535,11 +545,12 @@ private:
     Result.Problems.push_back({Text, Loc});
   }
 
-  MetricLoop analyze(const CXXForRangeStmt *Loop) {
+  MetricLoop analyze(const Stmt *Loop, const Stmt *Body) {
     MetricLoop Result;
     Result.Loop = Loop;
+    Result.Body = Body;
     TouchCollector Collector;
-    Collector.visit(Loop->getBody());
+    Collector.visit(Body);
 
     std::vector<const VarDecl *> Candidates;
     std::vector<std::string> Kinds;
@@ -645,6 +656,7 @@ private:
   const FunctionDecl *Function;
   Stmt *Body;
   ParentMap Parents;
+  TrainingOracle Oracle;
   llvm::DenseMap<const VarDecl *, std::vector<SourceLocation>> Uses;
   llvm::DenseMap<const VarDecl *, std::vector<SourceLocation>> Resets;
 };

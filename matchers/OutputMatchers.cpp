@@ -22,9 +22,11 @@
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMapContext.h"
+#include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/Lexer.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include <map>
 #include <set>
@@ -49,14 +51,63 @@ bool isStdoutHandle(const Expr *E) {
   return Ref && qualifiedName(Ref->getDecl()) == "stdout";
 }
 
+/// Streams of the program that may be `std::cout`: references and pointers
+/// to a `std::ostream` (locals, globals, members, parameters) that some code
+/// of the translation unit binds to `std::cout` (`std::ostream &out =
+/// verbose ? std::cout : null_stream;`, `report(std::cout)`, a logger
+/// constructed with `std::cout` that keeps it in a member). Computed once
+/// per translation unit, before any statement is looked at.
+struct StdoutBindings {
+  llvm::DenseSet<const ValueDecl *> Decls;
+  /// Parameters, by their function (any declaration of it) and position.
+  std::set<std::pair<const FunctionDecl *, unsigned>> Parameters;
+};
+const StdoutBindings *CurrentBindings = nullptr;
+
+bool isOstreamType(QualType T) {
+  if (T.isNull())
+    return false;
+  T = T.getNonReferenceType();
+  if (T->isPointerType())
+    T = T->getPointeeType();
+  const auto *Record = T->getAsCXXRecordDecl();
+  return Record && qualifiedName(Record) == "std::basic_ostream";
+}
+
+bool isBoundDecl(const ValueDecl *D) {
+  if (!CurrentBindings || !D)
+    return false;
+  if (const auto *Param = dyn_cast<ParmVarDecl>(D))
+    if (const auto *Function =
+            dyn_cast_or_null<FunctionDecl>(Param->getDeclContext()))
+      return CurrentBindings->Parameters.count(
+          {Function->getCanonicalDecl(), Param->getFunctionScopeIndex()});
+  return CurrentBindings->Decls.count(D);
+}
+
+/// `std::cout` itself, or a stream of the program bound to it (through `*`
+/// for a pointer).
+bool isStdoutRoot(const Expr *E) {
+  E = strip(E);
+  if (const auto *Deref = dyn_cast_or_null<UnaryOperator>(E))
+    if (Deref->getOpcode() == UO_Deref)
+      E = strip(Deref->getSubExpr());
+  if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(E))
+    return qualifiedName(Ref->getDecl()) == "std::cout" ||
+           isBoundDecl(Ref->getDecl());
+  if (const auto *Member = dyn_cast_or_null<MemberExpr>(E))
+    return isBoundDecl(Member->getMemberDecl());
+  return false;
+}
+
 /// `std::cout`, or an expression that yields it: `std::cout << x`,
-/// `std::cout.flush()`, ... .
+/// `std::cout.flush()`, a stream bound to it, ... .
 bool isStdoutStream(const Expr *E) {
   E = strip(E);
   if (!E)
     return false;
-  if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
-    return qualifiedName(Ref->getDecl()) == "std::cout";
+  if (isStdoutRoot(E))
+    return true;
   if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E))
     return Op->getOperator() == OO_LessLess && Op->getNumArgs() >= 1 &&
            isStdoutStream(Op->getArg(0));
@@ -66,6 +117,141 @@ bool isStdoutStream(const Expr *E) {
     return isStdoutStream(Member->getImplicitObjectArgument());
   return false;
 }
+
+/// Whether E may evaluate to std::cout: itself, `&std::cout`, a bound
+/// stream, either branch of a `?:`.
+bool mayYieldStdout(const Expr *E) {
+  E = strip(E);
+  if (!E)
+    return false;
+  if (const auto *AddressOf = dyn_cast<UnaryOperator>(E))
+    if (AddressOf->getOpcode() == UO_AddrOf)
+      return mayYieldStdout(AddressOf->getSubExpr());
+  if (const auto *Conditional = dyn_cast<AbstractConditionalOperator>(E))
+    return mayYieldStdout(Conditional->getTrueExpr()) ||
+           mayYieldStdout(Conditional->getFalseExpr());
+  return isStdoutRoot(E);
+}
+
+/// Finds every stream of the translation unit bound to std::cout, following
+/// bindings until nothing changes (a parameter handed on to another
+/// function, a constructor's parameter kept in a member).
+class StdoutBindingFinder : public RecursiveASTVisitor<StdoutBindingFinder> {
+public:
+  StdoutBindingFinder(StdoutBindings &Result,
+                      llvm::function_ref<bool(SourceLocation)> IsOurs)
+      : Result(Result), IsOurs(IsOurs) {}
+
+  bool shouldVisitTemplateInstantiations() const { return true; }
+
+  /// Only the program's own code binds its streams: LibTorch's and the
+  /// standard library's declarations are not walked.
+  bool TraverseDecl(Decl *D) {
+    if (D && !isa<TranslationUnitDecl>(D) &&
+        (isa<NamespaceDecl, LinkageSpecDecl>(D->getDeclContext()) ||
+         isa<TranslationUnitDecl>(D->getDeclContext())) &&
+        !IsOurs(D->getLocation()))
+      return true;
+    return RecursiveASTVisitor::TraverseDecl(D);
+  }
+
+  void run(ASTContext &Context) {
+    const StdoutBindings *Saved = CurrentBindings;
+    CurrentBindings = &Result;
+    for (unsigned Round = 0; Round < 6; ++Round) {
+      Changed = false;
+      TraverseDecl(Context.getTranslationUnitDecl());
+      if (!Changed)
+        break;
+    }
+    CurrentBindings = Saved;
+  }
+
+  bool VisitVarDecl(VarDecl *Var) {
+    if (!isa<ParmVarDecl>(Var) && isOstreamType(Var->getType()) &&
+        (Var->getType()->isReferenceType() ||
+         Var->getType()->isPointerType()) &&
+        Var->getInit() && mayYieldStdout(Var->getInit()))
+      add(Var);
+    return true;
+  }
+
+  bool VisitBinaryOperator(BinaryOperator *Assign) {
+    if (Assign->getOpcode() != BO_Assign ||
+        !mayYieldStdout(Assign->getRHS()))
+      return true;
+    const Expr *Target = strip(Assign->getLHS());
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(Target))
+      addIfStream(Ref->getDecl());
+    else if (const auto *Member = dyn_cast<MemberExpr>(Target))
+      addIfStream(Member->getMemberDecl());
+    return true;
+  }
+
+  bool VisitCallExpr(CallExpr *Call) {
+    if (const FunctionDecl *Callee = Call->getDirectCallee()) {
+      unsigned Skip = isa<CXXOperatorCallExpr>(Call) &&
+                              isa<CXXMethodDecl>(Callee)
+                          ? 1
+                          : 0;
+      for (unsigned I = Skip; I < Call->getNumArgs(); ++I)
+        bindParameter(Callee, I - Skip, Call->getArg(I));
+    }
+    return true;
+  }
+
+  bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
+    for (unsigned I = 0; I < Construct->getNumArgs(); ++I)
+      bindParameter(Construct->getConstructor(), I, Construct->getArg(I));
+    return true;
+  }
+
+  bool VisitCXXConstructorDecl(CXXConstructorDecl *Constructor) {
+    for (const CXXCtorInitializer *Init : Constructor->inits())
+      if (Init->isMemberInitializer() && Init->getInit() &&
+          mayYieldStdout(Init->getInit()))
+        addIfStream(Init->getMember());
+    return true;
+  }
+
+  bool VisitFieldDecl(FieldDecl *Field) {
+    if (Field->hasInClassInitializer() && Field->getInClassInitializer() &&
+        mayYieldStdout(Field->getInClassInitializer()))
+      addIfStream(Field);
+    return true;
+  }
+
+private:
+  void bindParameter(const FunctionDecl *Callee, unsigned Index,
+                     const Expr *Arg) {
+    if (Index >= Callee->getNumParams() ||
+        !isOstreamType(Callee->getParamDecl(Index)->getType()) ||
+        !mayYieldStdout(Arg))
+      return;
+    if (Result.Parameters.insert({Callee->getCanonicalDecl(), Index}).second)
+      Changed = true;
+    // A function template's instantiation binds its pattern's parameter.
+    if (const FunctionDecl *Pattern = Callee->getTemplateInstantiationPattern())
+      if (Result.Parameters.insert({Pattern->getCanonicalDecl(), Index})
+              .second)
+        Changed = true;
+  }
+
+  void addIfStream(const ValueDecl *D) {
+    if (D && isOstreamType(D->getType()) &&
+        (D->getType()->isReferenceType() || D->getType()->isPointerType()))
+      add(D);
+  }
+
+  void add(const ValueDecl *D) {
+    if (Result.Decls.insert(D).second)
+      Changed = true;
+  }
+
+  StdoutBindings &Result;
+  llvm::function_ref<bool(SourceLocation)> IsOurs;
+  bool Changed = false;
+};
 
 /// The callee's name, also for calls not resolved in a template pattern.
 std::string calleeName(const CallExpr *Call) {
@@ -106,7 +292,7 @@ bool writesToStdout(const Expr *E) {
     return false;
   if (isa<CXXOperatorCallExpr>(E) || isa<BinaryOperator>(E) ||
       isa<CXXMemberCallExpr>(E))
-    return isStdoutStream(E) && !isa<DeclRefExpr>(E);
+    return isStdoutStream(E) && !isStdoutRoot(E);
   if (const auto *Call = dyn_cast<CallExpr>(E))
     return isStdoutCall(Call);
   return false;
@@ -268,9 +454,25 @@ public:
         callExpr(callee(functionDecl(hasAnyName("::fopen", "::fopen64"))))
             .bind("open"),
         this);
+    // Reads of what a checkpoint write may have written.
+    Finder.addMatcher(
+        callExpr(callee(functionDecl(hasAnyName("::torch::load",
+                                                "::torch::jit::load"))))
+            .bind("load"),
+        this);
+    Finder.addMatcher(
+        cxxMemberCallExpr(
+            callee(cxxMethodDecl(
+                hasName("load_from"),
+                ofClass(hasName("::torch::serialize::InputArchive")))))
+            .bind("load"),
+        this);
   }
 
   void onStartOfTranslationUnit() override {
+    BindingsOf = nullptr;
+    Loads.clear();
+    SavedPaths.clear();
     Locator.reset();
     Seen.clear();
     Candidates.clear();
@@ -279,13 +481,41 @@ public:
 
   void onEndOfTranslationUnit() override {
     emitGuards();
+    emitReadBarriers();
     Candidates.clear();
+    Loads.clear();
+    SavedPaths.clear();
+    // The next unit's ASTContext may live at the same address.
+    CurrentBindings = nullptr;
+    BindingsOf = nullptr;
   }
 
   void run(const MatchFinder::MatchResult &Result) override {
     Context = Result.Context;
+    if (BindingsOf != Context) {
+      Bindings = StdoutBindings();
+      const SourceManager &SM = Context->getSourceManager();
+      llvm::DenseMap<FileID, bool> Ours;
+      StdoutBindingFinder(Bindings, [&](SourceLocation Loc) {
+        if (Loc.isInvalid())
+          return true; // Implicit declarations hold nothing of ours.
+        FileID File = SM.getFileID(SM.getExpansionLoc(Loc));
+        auto Known = Ours.find(File);
+        if (Known != Ours.end())
+          return Known->second;
+        bool Result = Locator.isInRoot(*Context, Loc);
+        Ours[File] = Result;
+        return Result;
+      }).run(*Context);
+      BindingsOf = Context;
+    }
+    CurrentBindings = &Bindings;
     if (const auto *Open = Result.Nodes.getNodeAs<Expr>("open")) {
       recordOpenedFile(Open);
+      return;
+    }
+    if (const auto *Load = Result.Nodes.getNodeAs<CallExpr>("load")) {
+      recordLoad(Load);
       return;
     }
     const auto *E = Result.Nodes.getNodeAs<Expr>("stmt");
@@ -293,6 +523,8 @@ public:
       return;
     bool Output = writesToStdout(E);
     bool Checkpoint = !Output && writesCheckpoint(E);
+    if (Checkpoint)
+      SavedPaths.push_back(pathKey(checkpointPath(E)));
     bool OtherFile = !Output && !Checkpoint && writesOtherFile(E);
     if (!Output && !Checkpoint && !OtherFile)
       return;
@@ -366,6 +598,7 @@ private:
     unsigned Offset = 0, Length = 0; ///< The operand in the statement.
     std::string Statement;           ///< `auto v = f(x);`, `++counter;`.
     std::string Replacement;         ///< `v`, `counter`.
+    bool Verbatim = false; ///< Statement holds the operand's text as is.
   };
 
   struct GuardCandidate {
@@ -402,6 +635,167 @@ private:
       F.Edits.push_back({F.Offset + F.Length, 0, ")"});
     }
     Findings.push_back(std::move(F));
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Files the main process writes and every rank reads back.
+  //===--------------------------------------------------------------------===//
+
+  /// What names a checkpoint's file, to tell two paths apart: a string
+  /// literal's text, else the spelling of the expression; empty when not
+  /// known (no path, a macro).
+  std::string pathKey(const Expr *Path) {
+    Path = strip(Path);
+    if (!Path || Path->getBeginLoc().isMacroID())
+      return "";
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Path))
+      if (Construct->getNumArgs() >= 1)
+        return pathKey(Construct->getArg(0));
+    if (const auto *Literal = dyn_cast<StringLiteral>(Path))
+      return "\"" + Literal->getString().str() + "\"";
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(Path))
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+        if (Var->getType().isConstQualified() && Var->getInit())
+          return pathKey(Var->getInit());
+    return sourceText(Path->getSourceRange());
+  }
+
+  /// The file argument of a checkpoint write or read: `torch::save(x, path)`,
+  /// `torch::load(x, path)`, `archive.save_to(path)`, `load_from(path)`,
+  /// `torch::jit::load(path)`, `module.save(path)`.
+  static const Expr *checkpointPath(const Expr *E) {
+    const auto *Call = dyn_cast_or_null<CallExpr>(strip(E));
+    if (!Call)
+      return nullptr;
+    if (isa<CXXMemberCallExpr>(Call) || calleeName(Call) == "torch::jit::load")
+      return Call->getNumArgs() >= 1 ? Call->getArg(0) : nullptr;
+    return Call->getNumArgs() >= 2 ? Call->getArg(1) : nullptr;
+  }
+
+  void recordLoad(const CallExpr *Load) {
+    // A stream, not a file (`torch::load(x, stream)`).
+    const Expr *Path = checkpointPath(Load);
+    if (!Path || isOstreamOrIstream(Path->getType()))
+      return;
+    Loads.push_back(Load);
+  }
+
+  static bool isOstreamOrIstream(QualType T) {
+    std::string Name = T.getNonReferenceType().getAsString();
+    return llvm::StringRef(Name).contains("istream") ||
+           llvm::StringRef(Name).contains("stringbuf");
+  }
+
+  /// R8: a checkpoint the main process writes (guarded) and every rank reads
+  /// back later, in this unit: the other ranks must wait for the write, so
+  /// `ddp::barrier();` goes before the statement that reads it (before the
+  /// `if`/`try` around the read, whose test may look at the file too). A read
+  /// of a file whose name differs for certain from every written one (two
+  /// string literals) is left alone.
+  void emitReadBarriers() {
+    if (SavedPaths.empty())
+      return;
+    for (const CallExpr *Load : Loads) {
+      std::string Key = pathKey(checkpointPath(Load));
+      bool Literal = llvm::StringRef(Key).starts_with("\"");
+      if (Literal && llvm::all_of(SavedPaths, [&](const std::string &Saved) {
+            return llvm::StringRef(Saved).starts_with("\"") && Saved != Key;
+          }))
+        continue;
+      const Stmt *Site = barrierSite(Load);
+      if (!Site)
+        continue;
+      Finding F = Locator.make(*Context, SourceRange(Site->getBeginLoc()),
+                               "R8", "ddp-unguarded-save",
+                               FindingForm::OwnEdits);
+      if (F.FilePath.empty() || F.InMacro ||
+          !Seen.insert({F.FilePath, F.Offset}).second)
+        continue;
+      F.Length = 0;
+      bool StartsLine = false;
+      std::string Indent = indentationOf(Context->getSourceManager(),
+                                         Site->getBeginLoc(), StartsLine);
+      F.Edits.push_back({F.Offset, 0,
+                         StartsLine ? "ddp::barrier();\n" + Indent
+                                    : std::string("ddp::barrier(); ")});
+      F.Message = "this reads a file the main process may have written "
+                  "(only the main process writes checkpoints): every rank "
+                  "waits for it at 'ddp::barrier()' first";
+      Finding Note = F;
+      Note.RuleId.clear();
+      Note.CheckName.clear();
+      Note.Form = FindingForm::ReportOnly;
+      Note.Edits.clear();
+      Note.ReportId = "read-after-save";
+      Note.NotRewrittenReason =
+          "every rank reads a file here that only the main process writes: "
+          "ddp::barrier() before it makes the ranks wait for the write; ranks "
+          "on other hosts need the file on a shared filesystem (or skip the "
+          "load where it restores state the ranks already share: a wrapped "
+          "model is identical on every rank)";
+      Note.Message = Note.NotRewrittenReason;
+      Findings.push_back(std::move(F));
+      Findings.push_back(std::move(Note));
+    }
+  }
+
+  /// The statement around S, also through a declaration
+  /// (`auto module = torch::jit::load(path);`).
+  const Stmt *enclosingStmt(const Stmt *S) {
+    DynTypedNodeList Parents = Context->getParents(*S);
+    while (!Parents.empty()) {
+      if (const auto *Parent = Parents[0].get<Stmt>())
+        return Parent;
+      const auto *Var = Parents[0].get<VarDecl>();
+      if (!Var)
+        return nullptr;
+      Parents = Context->getParents(*Var);
+    }
+    return nullptr;
+  }
+
+  /// The statement `ddp::barrier();` goes before for a read: the read's own
+  /// statement in its block, or the outermost `if`/`try` around it inside
+  /// the enclosing loop or function (every rank runs it the same number of
+  /// times). Null where no such place exists (a lambda, a loop body without
+  /// braces, a read only the main process makes) or a barrier is already
+  /// there.
+  const Stmt *barrierSite(const Stmt *Read) {
+    const Stmt *Site = nullptr;
+    const Stmt *S = Read;
+    while (const Stmt *Parent = enclosingStmt(S)) {
+      if (isa<LambdaExpr>(Parent))
+        return nullptr;
+      if (const auto *If = dyn_cast<IfStmt>(Parent))
+        if (mentionsMainProcessCheck(If->getCond()))
+          return nullptr;
+      if (const auto *Block = dyn_cast<CompoundStmt>(Parent)) {
+        Site = S;
+        const Stmt *Owner = parentStmt(Block);
+        if (Owner && isa<IfStmt, CXXTryStmt, CXXCatchStmt>(Owner)) {
+          S = isa<CXXCatchStmt>(Owner) ? parentStmt(Owner) : Owner;
+          if (!S)
+            return nullptr;
+          continue;
+        }
+        // The statement right before: a barrier of an earlier run.
+        const Stmt *Previous = nullptr;
+        for (const Stmt *Child : Block->body()) {
+          if (Child == Site)
+            break;
+          Previous = Child;
+        }
+        if (const auto *Call = dyn_cast_or_null<CallExpr>(
+                Previous ? strip(dyn_cast<Expr>(Previous)) : nullptr))
+          if (calleeName(Call) == "ddp::barrier")
+            return nullptr;
+        return Site;
+      }
+      if (isa<ForStmt, CXXForRangeStmt, WhileStmt, DoStmt>(Parent))
+        return nullptr; // A loop body without braces.
+      S = Parent;
+    }
+    return nullptr;
   }
 
   //===--------------------------------------------------------------------===//
@@ -654,7 +1048,9 @@ private:
       Hoist H;
       H.Offset = Operand.Offset;
       H.Length = Operand.Length;
-      std::string Text = oneLine(sourceText(Value->getSourceRange()));
+      std::string Original = sourceText(Value->getSourceRange());
+      std::string Text = oneLine(Original);
+      H.Verbatim = Text == Original && Original.size() == H.Length;
       const Expr *Changed = changedOperand(strip(Value));
       if (isIncrementOrAssignment(strip(Value)) && Changed &&
           !containsWork(Changed)) {
@@ -767,6 +1163,17 @@ private:
     }
   }
 
+  /// The hoisted values whose statement holds their text verbatim: another
+  /// rule's edit inside them (R3's `.to(device)` in `f(x.cuda())`) follows
+  /// the value to where it is now computed.
+  static std::vector<FindingEdit::Moved> movesOf(const GuardCandidate &C) {
+    std::vector<FindingEdit::Moved> Moves;
+    for (const Hoist &H : C.Hoists)
+      if (H.Verbatim)
+        Moves.push_back({H.Offset, H.Length, H.Replacement});
+    return Moves;
+  }
+
   static void addHoistReplacements(GuardCandidate &C) {
     for (const Hoist &H : C.Hoists)
       C.F.Edits.push_back({H.Offset, H.Length, H.Replacement});
@@ -781,7 +1188,7 @@ private:
     for (const Hoist &H : First.Hoists)
       Open += H.Statement + "\n" + L.Indent;
     Open += std::string(MainProcessGuard) + " {\n" + L.Indent + Step;
-    First.F.Edits.push_back({L.Begin, 0, Open});
+    First.F.Edits.push_back({L.Begin, 0, Open, movesOf(First)});
     addHoistReplacements(First);
     unsigned Last = lineEnd(L.Code, GroupEnd);
     // Every line after the first, up to the last: one step more.
@@ -820,7 +1227,8 @@ private:
       Before = "{ ";
       After = " }";
     }
-    C.F.Edits.push_back({L.Begin, 0, Before + MainProcessGuard.str() + " "});
+    C.F.Edits.push_back(
+        {L.Begin, 0, Before + MainProcessGuard.str() + " ", movesOf(C)});
     addHoistReplacements(C);
     if (!After.empty())
       C.F.Edits.push_back({L.End, 0, After});
@@ -899,8 +1307,14 @@ private:
   FindingList &Findings;
   FindingLocator Locator;
   ASTContext *Context = nullptr;
+  /// The streams bound to std::cout in the unit of BindingsOf.
+  StdoutBindings Bindings;
+  const ASTContext *BindingsOf = nullptr;
   std::set<std::pair<std::string, unsigned>> Seen;
   std::vector<GuardCandidate> Candidates;
+  /// Checkpoint reads, and the keys of the files written (pathKey).
+  std::vector<const CallExpr *> Loads;
+  std::vector<std::string> SavedPaths;
   /// Per enclosing function: its text (the names it uses) and the names
   /// given to hoisted values.
   struct FunctionNames {

@@ -7,6 +7,7 @@
 #include "ddpify/DiscardedMoveMatchers.h"
 #include "ddpify/EntryMatchers.h"
 #include "ddpify/FlowMatchers.h"
+#include "ddpify/HandBatchMatchers.h"
 #include "ddpify/MetricsMatchers.h"
 #include "ddpify/ModelMatchers.h"
 #include "ddpify/OutputMatchers.h"
@@ -61,9 +62,10 @@ llvm::ArrayRef<RuleInfo> allRules() {
       {"", "ddp-discarded-move",
        "a tensor's .to()/.cuda()/.cpu() as a statement: the moved copy is "
        "thrown away"},
-      {"", "ddp-divergent-exit",
+      {"R12", "ddp-divergent-exit",
        "a loop exit or return decided by one rank's data (ranks diverge "
-       "and hang)"},
+       "and hang) decides on the value's mean over the ranks where it is a "
+       "floating-point scalar"},
   };
   return Rules;
 }
@@ -96,6 +98,7 @@ createMatcherModules(FindingList &Findings, llvm::StringRef ProjectRoot) {
   Modules.push_back(createPlacementMatchers(Findings, ProjectRoot));
   Modules.push_back(createDiscardedMoveMatchers(Findings, ProjectRoot));
   Modules.push_back(createBatchShapeMatchers(Findings, ProjectRoot));
+  Modules.push_back(createHandBatchMatchers(Findings, ProjectRoot));
   return Modules;
 }
 

@@ -476,6 +476,7 @@ public:
                                                                   : "PRIVATE";
       linkTarget(Target, Keyword, Why);
     }
+    findPackage();
     for (const std::string &File : Changed)
       if (!isHeader(File) && !Compiled.count(File))
         item(File, 1, "cmake-target-not-found",
@@ -607,26 +608,78 @@ private:
     Out.Findings.push_back(std::move(F));
   }
 
-  /// `find_package(ddpify REQUIRED)` where Target's directory sees it, once:
-  /// after find_package(Torch) in its directory's CMakeLists.txt or a
-  /// parent's (nearest first), else in an include()d file of the project,
-  /// else after project().
-  void findPackage(const CMakeTarget &Target, const ListFile &Site) {
+  /// The directory of Dir's add_subdirectory tree that has no parent.
+  size_t topDirectory(size_t Dir) const {
+    for (size_t Steps = 0; Steps <= Model->Directories.size() &&
+                           Model->Directories[Dir].Parent;
+         ++Steps)
+      Dir = *Model->Directories[Dir].Parent;
+    return Dir;
+  }
+
+  /// Dir and its parents, nearest first.
+  std::vector<size_t> chainOf(size_t Dir) const {
+    std::vector<size_t> Chain;
+    for (std::optional<size_t> At = Dir;
+         At && *At < Model->Directories.size() &&
+         Chain.size() <= Model->Directories.size();
+         At = Model->Directories[*At].Parent)
+      Chain.push_back(*At);
+    return Chain;
+  }
+
+  /// The nearest directory whose subtree holds every directory of Dirs
+  /// (imported targets are scoped to the directory of their find_package
+  /// and its subdirectories).
+  size_t commonAncestor(const std::set<size_t> &Dirs) const {
+    std::vector<size_t> Common = chainOf(*Dirs.begin());
+    for (size_t Dir : Dirs) {
+      std::vector<size_t> Chain = chainOf(Dir);
+      std::set<size_t> Above(Chain.begin(), Chain.end());
+      llvm::erase_if(Common, [&](size_t D) { return !Above.count(D); });
+    }
+    return Common.empty() ? topDirectory(*Dirs.begin()) : Common.front();
+  }
+
+  /// Whether a CMakeLists.txt of Chain include()s the module Path (by its
+  /// path or its name, `include(libtorch)` with CMAKE_MODULE_PATH).
+  static bool includedBy(const std::vector<ListFile *> &Chain,
+                         llvm::StringRef Path) {
+    llvm::StringRef Stem = llvm::sys::path::stem(Path);
+    for (const ListFile *File : Chain)
+      for (const CMakeCommand &C : File->Commands)
+        if (C.Name == "include" && !C.Args.empty()) {
+          llvm::StringRef Arg = C.Args.front().Value;
+          if (llvm::sys::path::stem(Arg) == Stem ||
+              llvm::sys::path::filename(Arg) ==
+                  llvm::sys::path::filename(Path))
+            return true;
+        }
+    return false;
+  }
+
+  /// `find_package(ddpify REQUIRED)` once, where every target linking
+  /// ddpify::runtime sees it: in the nearest common ancestor of their
+  /// directories or above it, after find_package(Torch) in its
+  /// CMakeLists.txt or a parent's (nearest first), else in a module of the
+  /// project that finds Torch and that one of those include()s, else after
+  /// project(). A find_package(ddpify) in a sibling directory does not count.
+  void findPackage() {
+    if (LinkingDirectories.empty())
+      return;
     std::vector<ListFile *> Chain, Included;
     std::set<std::string> InChain;
-    for (std::optional<size_t> Dir = Target.Directory;
-         Dir && *Dir < Model->Directories.size();
-         Dir = Model->Directories[*Dir].Parent) {
-      llvm::SmallString<256> Path(Model->Directories[*Dir].Source);
+    for (size_t Dir : chainOf(commonAncestor(LinkingDirectories))) {
+      llvm::SmallString<256> Path(Model->Directories[Dir].Source);
       llvm::sys::path::append(Path, "CMakeLists.txt");
       InChain.insert(Path.str().str());
       if (ListFile *File = load(Path.str().str()))
         Chain.push_back(File);
-      if (Chain.size() > Model->Directories.size())
-        break; // A malformed parent cycle.
     }
     for (const std::string &Path : Model->ListFiles)
-      if (!InChain.count(Path) && isBuildFile(Path))
+      if (!InChain.count(Path) &&
+          llvm::sys::path::filename(Path) != "CMakeLists.txt" &&
+          isBuildFile(Path) && includedBy(Chain, Path))
         if (ListFile *File = load(Path))
           Included.push_back(File);
     for (ListFile *File : Chain)
@@ -647,8 +700,8 @@ private:
       if (!Anchor && File->Project)
         Anchor = File, Command = File->Project;
     if (!Anchor) {
-      if (NoFindPackageReported.insert(Site.Path).second)
-        item(Site.Path, 1, "cmake-no-find-package",
+      if (NoFindPackageReported.insert(FirstLinkingFile).second)
+        item(FirstLinkingFile, 1, "cmake-no-find-package",
              "neither find_package(Torch) nor project() in this "
              "CMakeLists.txt or its parents: add find_package(ddpify "
              "REQUIRED) before the targets that link ddpify::runtime");
@@ -673,6 +726,43 @@ private:
              Text;
     insert(*Anchor, C.LineEnd, Text, Find);
     Anchor->FindsDdpify = true;
+  }
+
+  /// The signature of the target_link_libraries calls that the project's
+  /// functions and macros between the outermost call (Site) and the
+  /// add_executable/add_library make for the target: calls after the
+  /// command of each inner frame, up to the end of its function or macro,
+  /// naming what that command names (`${name}`).
+  void linkSignatureInside(const CMakeTarget &Target, const CMakeFrame &Site,
+                           bool &HasKeyword, bool &HasPlain) {
+    for (const CMakeFrame &Frame : Target.Definition) {
+      if (&Frame == &Site)
+        break;
+      ListFile *File = load(Frame.File);
+      if (!File || !File->ParseError.empty())
+        continue;
+      std::optional<size_t> At;
+      for (size_t I = 0; I < File->Commands.size() && !At; ++I)
+        if (File->Commands[I].Line == Frame.Line &&
+            File->Commands[I].Name == Frame.Command)
+          At = I;
+      if (!At || File->Commands[*At].Args.empty())
+        continue;
+      std::string Named = File->Commands[*At].Args.front().Value;
+      for (size_t I = *At + 1; I < File->Commands.size(); ++I) {
+        const CMakeCommand &C = File->Commands[I];
+        if (C.Name == "endfunction" || C.Name == "endmacro")
+          break;
+        if (C.Name != "target_link_libraries" || C.Args.size() < 2 ||
+            C.Args.front().Value != Named)
+          continue;
+        bool Keyword = llvm::any_of(
+            llvm::ArrayRef(C.Args).drop_front(), [](const CMakeArgument &Arg) {
+              return Arg.Kind == CMakeArgument::Unquoted && isKeyword(Arg.Value);
+            });
+        (Keyword ? HasKeyword : HasPlain) = true;
+      }
+    }
   }
 
   void linkTarget(const CMakeTarget &Target, const std::string &Keyword,
@@ -741,11 +831,21 @@ private:
     }
     if (!Linked.insert({File->Path, Name}).second)
       return;
-    findPackage(Target, *File);
+    LinkingDirectories.insert(Target.Directory);
+    // A library's PUBLIC or INTERFACE link reaches its users, wherever they
+    // are: the package must be seen from the top.
+    if (Keyword != "PRIVATE")
+      LinkingDirectories.insert(topDirectory(Target.Directory));
+    if (FirstLinkingFile.empty())
+      FirstLinkingFile = File->Path;
 
     bool HasKeyword = false, HasPlain = false;
     for (const LinkCall &Link : Links)
       (Link.Keyword ? HasKeyword : HasPlain) = true;
+    // A target made inside the project's function or macro may be linked
+    // there too: a new call must use the same signature.
+    if (Links.empty())
+      linkSignatureInside(Target, *Site, HasKeyword, HasPlain);
 
     // Into an existing list: after the last item of the call's <Keyword>
     // section (keyword signature) or of the last call (plain signature).
@@ -773,7 +873,7 @@ private:
           break;
         }
       }
-    } else if (HasPlain) {
+    } else if (HasPlain && !Links.empty()) {
       size_t Command = Links.back().Command;
       Into = {Command, File->Commands[Command].Args.size() - 1};
     }
@@ -819,6 +919,10 @@ private:
   std::set<std::pair<std::string, std::string>> Linked;
   std::map<std::pair<std::string, unsigned>, std::string> Insertions;
   std::set<std::string> NoFindPackageReported;
+  /// The directories of the targets that link ddpify::runtime, and the file
+  /// of the first link (for an item).
+  std::set<size_t> LinkingDirectories;
+  std::string FirstLinkingFile;
 };
 
 } // namespace

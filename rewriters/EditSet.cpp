@@ -65,9 +65,95 @@ static int insertionRank(llvm::StringRef Text) {
   return Text.ltrim().starts_with("//") ? 1 : 0;
 }
 
+void EditSet::addMove(llvm::StringRef File, unsigned InsertedAt,
+                      unsigned Offset, unsigned Length,
+                      llvm::StringRef Replacement) {
+  for (const Move &M : Moves)
+    if (M.File == File && M.InsertedAt == InsertedAt && M.Offset == Offset &&
+        M.Length == Length)
+      return;
+  Moves.push_back({File.str(), InsertedAt, Offset, Length, Replacement.str(),
+                   {}});
+}
+
+llvm::Error EditSet::composeMoves() {
+  for (Move &M : Moves) {
+    if (M.Carried.empty())
+      continue;
+    clang::tooling::Replacements &Edits = PerFile[M.File];
+    llvm::Expected<std::string> Code = readFile(M.File);
+    if (!Code)
+      return Code.takeError();
+    if (M.Offset + M.Length > Code->size())
+      continue;
+    std::string Original = Code->substr(M.Offset, M.Length);
+    // The moved copy, with the carried edits made relative to it.
+    clang::tooling::Replacements Inside;
+    for (const clang::tooling::Replacement &Carried : M.Carried)
+      if (llvm::Error Err = Inside.add(clang::tooling::Replacement(
+              "copy", Carried.getOffset() - M.Offset, Carried.getLength(),
+              Carried.getReplacementText())))
+        return Err;
+    llvm::Expected<std::string> Composed =
+        clang::tooling::applyAllReplacements(Original, Inside);
+    if (!Composed)
+      return Composed.takeError();
+    clang::tooling::Replacements Rebuilt;
+    bool Found = false;
+    for (const clang::tooling::Replacement &Edit : Edits) {
+      llvm::StringRef Text = Edit.getReplacementText();
+      size_t At = Text.find(Original);
+      if (!Found && Edit.getOffset() == M.InsertedAt && Edit.getLength() == 0 &&
+          At != llvm::StringRef::npos) {
+        Found = true;
+        std::string New = Text.take_front(At).str() + *Composed +
+                          Text.drop_front(At + Original.size()).str();
+        llvm::cantFail(Rebuilt.add(clang::tooling::Replacement(
+            M.File, Edit.getOffset(), 0, New)));
+        continue;
+      }
+      llvm::cantFail(Rebuilt.add(Edit));
+    }
+    if (!Found)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "conflicting edits in '%s' at offset %u (a value moved before a "
+          "guard holds another rule's edit, and its copy was not found)",
+          M.File.c_str(), M.Offset);
+    Edits = std::move(Rebuilt);
+    // The joined insertion text changed: keep the record in step.
+    auto Pieces = Insertions.find({M.File, M.InsertedAt});
+    if (Pieces != Insertions.end())
+      for (Insertion &I : Pieces->second) {
+        size_t At = I.Text.find(Original);
+        if (At != std::string::npos) {
+          I.Text.replace(At, Original.size(), *Composed);
+          break;
+        }
+      }
+    M.Carried.clear();
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error EditSet::add(const clang::tooling::Replacement &Edit,
                          llvm::StringRef Rule) {
   std::string File = Edit.getFilePath().str();
+  // An edit inside bytes another rule moves goes with them (composeMoves).
+  for (Move &M : Moves) {
+    unsigned End = M.Offset + M.Length;
+    if (M.File != File || Edit.getOffset() < M.Offset ||
+        Edit.getOffset() + Edit.getLength() > End)
+      continue;
+    bool IsVacating = Edit.getOffset() == M.Offset &&
+                      Edit.getLength() == M.Length &&
+                      Edit.getReplacementText() == M.Replacement;
+    if (IsVacating)
+      break;
+    if (!llvm::is_contained(M.Carried, Edit))
+      M.Carried.push_back(Edit);
+    return llvm::Error::success();
+  }
   clang::tooling::Replacements &Edits = PerFile[File];
   for (const clang::tooling::Replacement &Existing : Edits)
     if (Existing == Edit)

@@ -3,11 +3,13 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ git python3
+  cmake ninja-build g++ git python3 ccache
   clang-19 libclang-19-dev libclang-cpp19-dev llvm-19-dev llvm-19-tools
   clang-tools-19 clang-format-19
   libtorch-dev libgloo-dev python3-torch
   googletest libgtest-dev
+  # Clang's own <omp.h>: units built with -fopenmp parse as they build.
+  libomp-19-dev
 )
 
 missing=()

@@ -8,14 +8,42 @@
 #           and the end-to-end tests with the tool of the first build; the
 #           first build's `lit.torch2` parses against its headers.
 # Each test carries the label of its LibTorch (ctest -L torch2).
+#
+#   scripts/test.sh [CTEST-ARGS...]   everything, both LibTorch builds
+#   scripts/test.sh --quick [ARGS]    the edit-test loop: the first build only,
+#                                     the tool's lit tests and the runtime's
+#                                     unit tests (ctest label `quick`)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
+quick=0
+if [[ ${1:-} == --quick ]]; then
+  quick=1
+  shift
+fi
+
+bash "$root/scripts/install-deps.sh"
+# Both builds and the CMake projects the tests build (migrated examples,
+# idioms) compile through ccache; paths under the checkout are hashed
+# relative to it, so a fresh clone reuses what an earlier one compiled.
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
+fi
+
+if ((quick)); then
+  bash "$root/scripts/build.sh"
+  start=$(date +%s)
+  status=0
+  (cd "$build" && ctest --output-on-failure -j "$(nproc)" -L quick "$@") ||
+    status=1
+  echo "test.sh --quick: ctest in $(($(date +%s) - start)) s"
+  exit $status
+fi
+
 torch2_build=${TORCH2_BUILD_DIR:-$root/build-torch2}
 mkdir -p "$torch2_build"
 torch2_build=$(cd "$torch2_build" && pwd)
-
-bash "$root/scripts/install-deps.sh"
 start=$(date +%s)
 torch2_prefix=$(bash "$root/scripts/install-torch2.sh")
 echo "test.sh: LibTorch $(bash "$root/scripts/install-torch2.sh" --version) at" \
@@ -27,14 +55,10 @@ cmake "$build" -DDDPIFY_TORCH2_PREFIX="$torch2_prefix" \
   -DDDPIFY_TORCH2_BUILD_DIR="$torch2_build" >/dev/null
 
 # Configured every time (seconds): the tool's and the wheel's paths stay right.
-launcher=()
-if [[ ! -f "$torch2_build/CMakeCache.txt" ]] && command -v ccache >/dev/null; then
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-fi
 cmake -S "$root" -B "$torch2_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DDDPIFY_BUILD_TOOL=OFF -DDDPIFY_REGISTER_PACKAGE=OFF \
   -DDDPIFY_TOOL="$build/bin/ddpify" -DCMAKE_PREFIX_PATH="$torch2_prefix" \
-  "${launcher[@]}" >/dev/null
+  >/dev/null
 start=$(date +%s)
 cmake --build "$torch2_build"
 echo "test.sh: LibTorch 2.x build in $(($(date +%s) - start)) s"
@@ -44,7 +68,9 @@ echo "test.sh: LibTorch 2.x build in $(($(date +%s) - start)) s"
 status=0
 for tree in "$build" "$torch2_build"; do
   echo "test.sh: ctest in $tree"
+  start=$(date +%s)
   (cd "$tree" && ctest --output-on-failure -j "$(nproc)" -LE idioms-open "$@") ||
     status=1
+  echo "test.sh: ctest in $tree: $(($(date +%s) - start)) s"
 done
 exit $status

@@ -7,6 +7,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include <cerrno>
+#include <unistd.h>
 
 namespace ddpify {
 namespace {
@@ -82,12 +84,22 @@ bool isBuildTree(llvm::StringRef Dir) {
   return llvm::sys::fs::exists(Cache);
 }
 
-/// The files under Root that --out-dir mirrors: everything but .git, build
-/// trees and the output folder itself.
-std::error_code listProjectFiles(llvm::StringRef Root, llvm::StringRef OutDir,
-                                 std::vector<std::string> &Files) {
+/// What --out-dir mirrors under Root: every folder (empty ones too, so the
+/// output is the tree `git apply` of the diff gives), regular file and
+/// symbolic link, but not .git, build trees or the output folder itself.
+struct ProjectTree {
+  std::vector<std::string> Folders;
+  std::vector<std::string> Files;
+  std::vector<std::string> Links;
+};
+
+std::error_code listProjectTree(llvm::StringRef Root, llvm::StringRef OutDir,
+                                ProjectTree &Tree) {
   std::error_code EC;
-  for (llvm::sys::fs::recursive_directory_iterator It(Root, EC), End;
+  // Links are not followed: a link is copied as a link, never its target.
+  for (llvm::sys::fs::recursive_directory_iterator It(Root, EC,
+                                                      /*follow=*/false),
+       End;
        It != End && !EC; It.increment(EC)) {
     llvm::StringRef Path = It->path();
     llvm::sys::fs::file_type Type = It->type();
@@ -95,14 +107,31 @@ std::error_code listProjectFiles(llvm::StringRef Root, llvm::StringRef OutDir,
       llvm::SmallString<256> Real;
       llvm::sys::fs::real_path(Path, Real);
       if (llvm::sys::path::filename(Path) == ".git" || Real == OutDir ||
-          isBuildTree(Path))
+          isBuildTree(Path)) {
         It.no_push();
+        continue;
+      }
+      Tree.Folders.push_back(Path.str());
       continue;
     }
     if (Type == llvm::sys::fs::file_type::regular_file)
-      Files.push_back(Path.str());
+      Tree.Files.push_back(Path.str());
+    else if (Type == llvm::sys::fs::file_type::symlink_file)
+      Tree.Links.push_back(Path.str());
   }
   return EC;
+}
+
+/// The target of the symbolic link Path, as written in the link.
+llvm::Expected<std::string> readLink(llvm::StringRef Path) {
+  llvm::SmallString<256> Target;
+  Target.resize_for_overwrite(4096);
+  ssize_t Size = ::readlink(Path.str().c_str(), Target.data(), Target.size());
+  if (Size < 0)
+    return llvm::createStringError(std::error_code(errno, std::generic_category()),
+                                   "cannot read the link '%s'",
+                                   Path.str().c_str());
+  return std::string(Target.data(), static_cast<size_t>(Size));
 }
 
 } // namespace
@@ -222,7 +251,13 @@ bool isCheckEnabled(llvm::StringRef Globs, llvm::StringRef CheckName) {
 int writeMigration(const ToolOptions &Options, const PipelineResult &Result) {
   std::vector<PendingWrite> Writes;
   std::vector<std::pair<std::string, std::string>> Copies;
+  ProjectTree Tree;
   std::string OutDir;
+  auto mirrored = [&](llvm::StringRef Path) {
+    llvm::SmallString<256> Destination(OutDir);
+    llvm::sys::path::append(Destination, relativeToRoot(Path, Result.Root));
+    return Destination.str().str();
+  };
   if (!Options.OutDir.empty()) {
     if (std::error_code EC =
             llvm::sys::fs::create_directories(Options.OutDir)) {
@@ -238,17 +273,13 @@ int writeMigration(const ToolOptions &Options, const PipelineResult &Result) {
                       "--in-place\n";
       return ExitError;
     }
-    std::vector<std::string> Files;
-    if (std::error_code EC = listProjectFiles(Result.Root, OutDir, Files)) {
+    if (std::error_code EC = listProjectTree(Result.Root, OutDir, Tree)) {
       llvm::errs() << "ddpify: error: cannot list '" << Result.Root
                    << "': " << EC.message() << "\n";
       return ExitError;
     }
-    for (const std::string &File : Files) {
-      llvm::SmallString<256> Destination(OutDir);
-      llvm::sys::path::append(Destination, relativeToRoot(File, Result.Root));
-      Copies.emplace_back(File, Destination.str().str());
-    }
+    for (const std::string &File : Tree.Files)
+      Copies.emplace_back(File, mirrored(File));
   }
 
   // First every changed file goes to a temporary beside its destination;
@@ -280,6 +311,34 @@ int writeMigration(const ToolOptions &Options, const PipelineResult &Result) {
     Writes.push_back({Destination, *Temporary});
   }
 
+  for (const std::string &Folder : Tree.Folders)
+    if (std::error_code EC =
+            llvm::sys::fs::create_directories(mirrored(Folder))) {
+      llvm::errs() << "ddpify: error: cannot create '" << mirrored(Folder)
+                   << "': " << EC.message() << "\n";
+      discard(Writes);
+      return ExitError;
+    }
+  for (const std::string &Link : Tree.Links) {
+    llvm::Expected<std::string> Target = readLink(Link);
+    std::error_code EC;
+    if (!Target)
+      EC = llvm::errorToErrorCode(Target.takeError());
+    else {
+      // A link left by an earlier run is replaced, as files are.
+      llvm::sys::fs::file_status Status;
+      if (!llvm::sys::fs::status(mirrored(Link), Status, /*Follow=*/false) &&
+          Status.type() == llvm::sys::fs::file_type::symlink_file)
+        llvm::sys::fs::remove(mirrored(Link));
+      EC = llvm::sys::fs::create_link(*Target, mirrored(Link));
+    }
+    if (EC) {
+      llvm::errs() << "ddpify: error: cannot write '" << mirrored(Link)
+                   << "': " << EC.message() << "\n";
+      discard(Writes);
+      return ExitError;
+    }
+  }
   for (const auto &[From, To] : Copies) {
     if (Result.Edits.files().count(From))
       continue;

@@ -1,6 +1,7 @@
 //===- Pipeline.cpp - compilation database -> Findings -> edits -----------===//
 
 #include "Pipeline.h"
+#include "CompilerIncludes.h"
 #include "HeaderCache.h"
 #include "Report.h"
 #include "ddpify/MatcherUtil.h"
@@ -19,6 +20,7 @@
 #include "clang/Tooling/CompilationDatabase.h"
 #include "clang/Tooling/JSONCompilationDatabase.h"
 #include "clang/Tooling/Tooling.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Option/ArgList.h"
 #include "llvm/Option/OptTable.h"
 #include "llvm/Support/FileSystem.h"
@@ -745,6 +747,42 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
             "ddpify: note: it does not parse at " + To + " either\n";
       }
     }
+    // A header Clang lacks that the database's g++ has (<omp.h> under
+    // -fopenmp): the compiler's own include folders, after Clang's.
+    if (Units[I].Failed && !WithoutCache[I].empty() &&
+        llvm::StringRef(Units[I].Errors).contains("file not found")) {
+      std::vector<CompileCommand> WithGcc = WithoutCache[I];
+      std::vector<std::string> Folders;
+      for (CompileCommand &Command : WithGcc) {
+        if (Command.CommandLine.empty() ||
+            !isGccLikeCompiler(Command.CommandLine.front()))
+          continue;
+        std::vector<std::string> Added;
+        for (const std::string &Folder :
+             compilerIncludeFolders(Command.CommandLine.front())) {
+          Added.push_back("-idirafter");
+          Added.push_back(Folder);
+          if (!llvm::is_contained(Folders, Folder))
+            Folders.push_back(Folder);
+        }
+        Command.CommandLine = getInsertArgumentAdjuster(
+            Added, ArgumentInsertPosition::END)(Command.CommandLine,
+                                                Command.Filename);
+      }
+      if (!Folders.empty()) {
+        UnitResult Retry =
+            parseUnit(Options, Result.Root, Sources[I], Shown[I], WithGcc);
+        if (!Retry.Failed) {
+          Retry.Errors = "ddpify: note: '" + Shown[I] +
+                         "' includes a header Clang's own headers lack: "
+                         "parsed with the include folders of '" +
+                         WithGcc.front().CommandLine.front() +
+                         "' after Clang's (" + llvm::join(Folders, ", ") +
+                         ")\n" + Retry.Errors;
+          Units[I] = std::move(Retry);
+        }
+      }
+    }
     Bar.finish();
   };
   if (Jobs <= 1) {
@@ -802,6 +840,13 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
   }
 
   Result.Edits.setFormatStyle(Options.FormatStyle);
+  // Values moved before a guard carry the edits of other rules inside them.
+  for (const Finding &F : Findings)
+    if (!editsFor(F).empty())
+      for (const FindingEdit &Edit : F.Edits)
+        for (const FindingEdit::Moved &Move : Edit.Moves)
+          Result.Edits.addMove(F.FilePath, Edit.Offset, Move.Offset,
+                               Move.Length, Move.Replacement);
   for (const Finding &F : Findings)
     for (const Replacement &Edit : editsFor(F))
       if (llvm::Error Err = Result.Edits.add(Edit, F.RuleId)) {
@@ -809,6 +854,11 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
                      << "\n";
         return ExitError;
       }
+  if (llvm::Error Err = Result.Edits.composeMoves()) {
+    llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err))
+                 << "\n";
+    return ExitError;
+  }
   if (Options.RunMode != Mode::Lint)
     if (llvm::Error Err = Result.Edits.addRuntimeIncludes()) {
       llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err))

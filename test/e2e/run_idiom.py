@@ -108,6 +108,13 @@ BATCH = 16  # per rank under ddprun; REF_BATCH is 2 * BATCH unless unsharded
 #             to make ddpify cope with (-Werror, a standard) is really there
 #   edited:   {file of the tree: regex (or list of them) its migrated text
 #             must match}
+#   one_folder: both ranks run in one working directory (a file rank 0
+#             writes and every rank reads back); the files of that folder
+#             must be the reference's
+#   apart_fails: a file name: the same run with each rank in a folder of
+#             its own (other hosts without a shared filesystem) must end
+#             non-zero within the timeout, never hang or succeed, with a
+#             line naming that file
 IDIOMS = {
     # C++14 tutorial-style convnet, TORCH_MODULE, RandomSampler train +
     # SequentialSampler test (203 samples: padding shows), train/test metrics.
@@ -179,12 +186,15 @@ IDIOMS = {
     "non_training_demo": dict(
         untouched=True, report=r"(?i)no optimi|trains? nothing|not train"),
     # No loader: whole data set in tensors, the program's own randperm
-    # shuffle, batches by narrow/slice. Not shardable: every rank trains on
-    # all data (same result as one process at B, no speed-up), and the report
-    # says the speed-up is lost. Built with -Wall -Wextra -Werror.
+    # shuffle (the same on every rank: one seed), batches by narrow/slice in
+    # an index loop. Sharded by R4 over ddp::batch_starts (each rank every
+    # 2nd batch: the reference at 2B sees their union), the epoch's loss sum
+    # all-reduced by R11. Built with -Wall -Wextra -Werror.
     "manual_slices": dict(
         exe="manual_slices", args=lambda b, i: [str(b)], models=1,
-        ref_batch=BATCH, report=r"(?i)shard"),
+        edited={"main.cpp": [
+            r"for \(int64_t start : ddp::batch_starts\(0, n, batch\)\)",
+            r"epoch_loss = ddp::all_reduce\(epoch_loss\);"]}),
     # A whole CMake code base (issue 12) in several folders: a static
     # library (C++14) from file(GLOB) in a subdirectory whose header changes,
     # app/ through aux_source_directory, a source listed in an include()d
@@ -194,6 +204,24 @@ IDIOMS = {
     # g++ -fconcepts; BatchNorm, .cuda(), a logger class writing a file,
     # checkpoints from another unit. Migrated with no source argument, the
     # user's second run checked (the `whole` key above).
+    # A loss threshold that stops the batch loop and the epoch loop
+    # (rule R12: decided on the loss's mean over the ranks, so every rank
+    # stops at the step the reference stops), log lines through an
+    # std::ostream& parameter and a logger holding std::cout, printf; the
+    # best model saved to best.pt and read back by every rank at the end
+    # (R8: a barrier before the read): one folder for both ranks, and in
+    # folders apart the run must fail, naming the file.
+    "early_stop_best": dict(
+        exe="early_stop", args=lambda b, i: [str(b)], models=1,
+        files=["best.pt"], one_folder=True, apart_fails="best.pt",
+        report=r"(?s)(?=.*read-after-save [^\n]*shared filesystem)"
+               r"(?=.*divergent-exit-averaged )",
+        edited={"main.cpp": [
+            r"if \(ddp::all_reduce\(last_loss, ddp::ReduceOp::kMean\) < "
+            r"target\)\n\s+break;",
+            r"ddp::barrier\(\);\n\s+torch::load\(restored, \"best.pt\"\);",
+            r"if \(ddp::is_main_process\(\)\)\s*\{?\s*os << ",
+            r"if \(ddp::is_main_process\(\)\)\s*\{?\s*out_ << "]}),
     "whole_codebase": dict(
         exe="shapes_train", args=lambda b, i: [str(b)], models=1,
         whole=True,
@@ -343,7 +371,7 @@ def main():
     spec = dict(compare="exact", files=[], text=[], exit=0, report=None,
                 ref_batch=2 * BATCH, untouched=False, prepare=None,
                 atol=ATOL, rtol=RTOL, whole=False, notes=[], edited={},
-                database={})
+                database={}, one_folder=False, apart_fails=None)
     spec.update(IDIOMS[name])
     checks = rx.Checks(f"idiom.{name}")
     src = os.path.join(args.source_root, "test", "e2e", "idioms", name)
@@ -526,6 +554,8 @@ def main():
     ddp_dir = os.path.join(work, "ddprun")
     for r in (0, 1):
         os.makedirs(os.path.join(ddp_dir, f"rank{r}"))
+    # One folder for both ranks: the shell's `cd` goes to rank0 for each.
+    rank_dir = '"$0/rank0"' if spec["one_folder"] else '"$0/rank$RANK"'
     hash_file = os.path.join(work, "hashes-ddprun.txt")
     ref_dir = os.path.join(work, "reference")
     os.makedirs(ref_dir)
@@ -536,7 +566,7 @@ def main():
     def two_ranks():
         return rx.run(
             [ddprun, "--nproc-per-node", "2", "--tee=3", "--", "/bin/sh",
-             "-c", 'cd "$0/rank$RANK" && exec "$@"', ddp_dir, exe] +
+             "-c", f'cd {rank_dir} && exec "$@"', ddp_dir, exe] +
             spec["args"](BATCH, inputs),
             env=rx.clean_env(dict(ddp_env, DDPIFY_E2E_HASH_FILE=hash_file)),
             timeout=180, log=os.path.join(logs, "ddprun.log"))
@@ -609,8 +639,9 @@ def main():
                   not missing and written[0] == reference_files,
                   f"missing in rank 0's folder: {missing}; it holds "
                   f"{written[0]}, the reference's {reference_files}")
-    checks.record("rank1-wrote-nothing", not written[1],
-                  f"rank 1 wrote {written[1]}")
+    if not spec["one_folder"]:
+        checks.record("rank1-wrote-nothing", not written[1],
+                      f"rank 1 wrote {written[1]}")
     for rel in spec["text"]:
         got = os.path.join(ddp_dir, "rank0", rel)
         want = os.path.join(ref_dir, rel)
@@ -624,6 +655,24 @@ def main():
                                        spec["atol"], spec["rtol"])
         checks.record(f"file-equals-reference:{rel}", not difference,
                       difference)
+    if spec["apart_fails"]:
+        apart_dir = os.path.join(work, "apart")
+        for r in (0, 1):
+            os.makedirs(os.path.join(apart_dir, f"rank{r}"))
+        # A rank that cannot read the file must end the job quickly: 20 s
+        # for a hang to show as one (DDP_TIMEOUT_SECONDS) and 120 s in all.
+        code, out, err = rx.run(
+            [ddprun, "--nproc-per-node", "2", "--", "/bin/sh", "-c",
+             'cd "$0/rank$RANK" && exec "$@"', apart_dir, exe] +
+            spec["args"](BATCH, inputs),
+            env=rx.clean_env({"DDP_TIMEOUT_SECONDS": "20"}), timeout=120,
+            log=os.path.join(logs, "apart.log"))
+        named = [line for line in err.split("\n")
+                 if spec["apart_fails"] in line]
+        checks.record("apart-folders-fail-loudly",
+                      code not in (0, None) and code != -9 and named,
+                      f"exit {code}; lines naming {spec['apart_fails']}: "
+                      f"{named[:2]}\n{rx.tail(err)}")
     return summary_exit()
 
 

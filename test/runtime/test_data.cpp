@@ -113,6 +113,39 @@ TEST(ShardIndices, FewerSamplesThanRanks) {
   EXPECT_TRUE(ddp::detail::shard_indices({}, 0, 2, ddp::Shard::kEven).empty());
 }
 
+TEST(BatchStarts, EveryBatchOnceWhenEven) {
+  // for (i = 0; i < 64; i += 16) on 2 ranks: batches 0, 2 and 1, 3.
+  EXPECT_EQ(ddp::detail::batch_starts(0, 64, 16, 0, 2),
+            (std::vector<int64_t>{0, 32}));
+  EXPECT_EQ(ddp::detail::batch_starts(0, 64, 16, 1, 2),
+            (std::vector<int64_t>{16, 48}));
+  // A partial last batch is a batch: starts 0, 10, 20 (n = 25).
+  EXPECT_EQ(ddp::detail::batch_starts(0, 25, 10, 0, 1),
+            (std::vector<int64_t>{0, 10, 20}));
+  EXPECT_EQ(ddp::detail::batch_starts(5, 9, 2, 0, 1),
+            (std::vector<int64_t>{5, 7}));
+}
+
+TEST(BatchStarts, UnevenCountsPadSoEveryRankStepsAsOften) {
+  // 5 batches on 2 ranks: 3 steps each, rank 1's last one wraps to batch 0.
+  const auto r0 = ddp::detail::batch_starts(0, 50, 10, 0, 2);
+  const auto r1 = ddp::detail::batch_starts(0, 50, 10, 1, 2);
+  EXPECT_EQ(r0, (std::vector<int64_t>{0, 20, 40}));
+  EXPECT_EQ(r1, (std::vector<int64_t>{10, 30, 0}));
+  // Fewer batches than ranks: one step each.
+  for (int64_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(ddp::detail::batch_starts(0, 8, 4, r, 3).size(), 1u);
+  }
+  // No batch at all: no step on any rank.
+  EXPECT_TRUE(ddp::detail::batch_starts(3, 3, 4, 1, 2).empty());
+  EXPECT_TRUE(ddp::detail::batch_starts(9, 3, 4, 0, 2).empty());
+}
+
+TEST(BatchStarts, WithoutLauncherEveryStart) {
+  EXPECT_EQ(ddp::batch_starts(0, 30, 8), (std::vector<int64_t>{0, 8, 16, 24}));
+  EXPECT_THROW(ddp::batch_starts(0, 30, 0), c10::Error);
+}
+
 TEST(ShardIndices, BadRankIsAnError) {
   EXPECT_THROW(ddp::detail::shard_indices(iota(3), 2, 2, ddp::Shard::kEven),
                c10::Error);

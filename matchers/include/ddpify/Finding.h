@@ -93,6 +93,15 @@ struct FindingEdit {
   unsigned Offset = 0;
   unsigned Length = 0;
   std::string Text;
+  /// Moves, for an insertion whose Text holds a verbatim copy of the bytes
+  /// [Offset, Offset + Length) of each, whose place another edit of the
+  /// finding gives the Replacement: another rule's edit inside them goes
+  /// into the copy (EditSet::addMove).
+  struct Moved {
+    unsigned Offset = 0, Length = 0;
+    std::string Replacement;
+  };
+  std::vector<Moved> Moves;
 };
 
 /// How bad a report item is. An error is a spot that leaves the migrated

@@ -49,10 +49,12 @@ private:
   unsigned Depth = 0;
 };
 
-/// What R11 found for one range-for over a data loader whose body does not
-/// train.
+/// What R11 found for one loop over a sharded loader: a range-for over a
+/// data loader, or a training loop that cuts its batches by hand and that R4
+/// shards (HandBatchMatchers.h).
 struct MetricLoop {
-  const clang::CXXForRangeStmt *Loop = nullptr;
+  const clang::Stmt *Loop = nullptr;
+  const clang::Stmt *Body = nullptr;
   /// The accumulators to all-reduce right after the loop, in declaration
   /// order, each with its kind (see FindingForm::MetricReduce's Names).
   std::vector<const clang::VarDecl *> Accumulators;

@@ -22,6 +22,19 @@ public:
   llvm::Error add(const clang::tooling::Replacement &Edit,
                   llvm::StringRef Rule = "");
 
+  /// Declares that an edit at InsertedAt (an insertion, in File) holds a
+  /// verbatim copy of the bytes [Offset, Offset + Length), whose place
+  /// becomes Replacement: a value moved before a guard (`auto v = f(x);`,
+  /// then `v` where `f(x)` was). An edit of another rule inside those
+  /// bytes then goes into the copy, where the code now is: nested edits
+  /// compose. Declare every move before adding edits.
+  void addMove(llvm::StringRef File, unsigned InsertedAt, unsigned Offset,
+               unsigned Length, llvm::StringRef Replacement);
+
+  /// Applies the edits carried into moved copies (addMove); call once, after
+  /// the last add().
+  llvm::Error composeMoves();
+
   /// R9: adds `#include <ddp/ddp.h>` to every file that has edits (and does
   /// not include it yet). Reads each file from disk.
   llvm::Error addRuntimeIncludes();
@@ -52,6 +65,14 @@ private:
     std::string Text;
   };
   std::map<std::pair<std::string, unsigned>, std::vector<Insertion>> Insertions;
+  struct Move {
+    std::string File;
+    unsigned InsertedAt = 0, Offset = 0, Length = 0;
+    std::string Replacement;
+    /// Edits of other rules inside [Offset, Offset + Length).
+    std::vector<clang::tooling::Replacement> Carried;
+  };
+  std::vector<Move> Moves;
   unsigned IncludesAdded = 0;
   std::string FormatStyle = "none";
 };

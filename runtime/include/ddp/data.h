@@ -73,6 +73,11 @@ namespace detail {
 std::vector<size_t> shard_indices(const std::vector<size_t>& indices,
                                   int64_t rank, int64_t world_size, Shard mode);
 
+/// The starts of batch loop positions rank, rank + W, ... of
+/// `for (i = begin; i < end; i += step)` (padded by wrapping around, as kEven).
+std::vector<int64_t> batch_starts(int64_t begin, int64_t end, int64_t step,
+                                  int64_t rank, int64_t world_size);
+
 /// Seeds LibTorch's default CPU generator for its lifetime and then restores
 /// the previous state, so sharing a permutation leaves the program's random
 /// stream as it was.
@@ -109,6 +114,18 @@ struct is_sampler<T, typename make_void<typename T::BatchRequestType>::type>
           torch::data::samplers::Sampler<typename T::BatchRequestType>, T> {};
 
 } // namespace detail
+
+/// This process's batches of a training loop that cuts its batches from
+/// tensors by hand, `for (int64_t i = begin; i < end; i += step)`, written
+/// `for (int64_t i : ddp::batch_starts(begin, end, step))`: the loop's
+/// batches rank, rank + world_size(), ..., padded by wrapping around to the
+/// first ones so that every process runs the same number of steps (one with
+/// a step fewer would leave the others waiting in the gradient all-reduce).
+/// At world size 1 (no launcher), every start, as the original loop.
+inline std::vector<int64_t> batch_starts(int64_t begin, int64_t end,
+                                         int64_t step) {
+  return detail::batch_starts(begin, end, step, rank(), world_size());
+}
 
 template <typename Inner> class DistributedSampler;
 

@@ -1,0 +1,2 @@
+# Where this project finds LibTorch.
+find_package(Torch REQUIRED)

@@ -1,0 +1,86 @@
+// Input of R4-hand-batches.test: training loops that cut their batches from
+// tensors by hand.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+using torch::indexing::Slice;
+
+int main() {
+  const int64_t n = 256, batch = 32;
+  auto x = torch::randn({n, 4});
+  auto y = torch::randn({n, 1});
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    // narrow with a size from std::min; the loss sum is a metric.
+    double epoch_loss = 0;
+    for (int64_t start = 0; start < n; start += batch) {
+      const int64_t size = std::min(batch, n - start);
+      auto loss = torch::mse_loss(model->forward(x.narrow(0, start, size)),
+                                  y.narrow(0, start, size));
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+      epoch_loss += loss.item<double>() * size;
+    }
+    std::printf("epoch %d loss %.6f\n", epoch, epoch_loss / n);
+
+    // A shuffled index tensor cut into batches.
+    auto order = torch::randperm(n);
+    for (int i = 0; i < n; i += batch) {
+      auto idx = order.slice(0, i, i + batch);
+      auto loss = torch::mse_loss(model->forward(x.index_select(0, idx)),
+                                  y.index_select(0, idx));
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+    }
+
+    // Tensor indexing with a Slice.
+    for (size_t b = 0; b < static_cast<size_t>(n); b += batch) {
+      auto loss = torch::mse_loss(model->forward(x.index({Slice(b, b + batch)})),
+                                  y.index({Slice(b, b + batch)}));
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+    }
+  }
+
+  // Left alone: it can stop early.
+  for (int64_t start = 0; start < n; start += batch) {
+    auto loss = torch::mse_loss(model->forward(x.narrow(0, start, batch)),
+                                y.narrow(0, start, batch));
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+    if (start > 128)
+      break;
+  }
+  // Left alone: the counter also decides what is printed.
+  for (int64_t start = 0; start < n; start += batch) {
+    auto loss = torch::mse_loss(model->forward(x.slice(0, start, start + batch)),
+                                y.slice(0, start, start + batch));
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+    if (start % 64 == 0)
+      std::cout << "at " << start << '\n';
+  }
+  // Left alone: full batch.
+  for (int step = 0; step < 3; ++step) {
+    auto loss = torch::mse_loss(model->forward(x), y);
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+  }
+  // Left alone: it does not train (every rank evaluates all of it).
+  double total = 0;
+  for (int64_t start = 0; start < n; start += batch)
+    total += model->forward(x.narrow(0, start, batch)).sum().item<double>();
+  std::printf("total %.3f\n", total);
+  return 0;
+}
