@@ -459,9 +459,9 @@ private:
         Parent = Parents->getParent(Parent);
       const auto *Member = dyn_cast_or_null<MemberExpr>(Parent);
       const auto *Call =
-          Member ? dyn_cast_or_null<CXXMemberCallExpr>(
-                       Parents->getParent(Member))
-                 : nullptr;
+          Member
+              ? dyn_cast_or_null<CXXMemberCallExpr>(Parents->getParent(Member))
+              : nullptr;
       const CXXMethodDecl *Method = Call ? Call->getMethodDecl() : nullptr;
       if (!Method || !Method->getIdentifier() ||
           (Method->getName() != "toDouble" && Method->getName() != "toFloat"))

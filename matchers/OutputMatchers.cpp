@@ -177,8 +177,7 @@ public:
   }
 
   bool VisitBinaryOperator(BinaryOperator *Assign) {
-    if (Assign->getOpcode() != BO_Assign ||
-        !mayYieldStdout(Assign->getRHS()))
+    if (Assign->getOpcode() != BO_Assign || !mayYieldStdout(Assign->getRHS()))
       return true;
     const Expr *Target = strip(Assign->getLHS());
     if (const auto *Ref = dyn_cast<DeclRefExpr>(Target))
@@ -190,10 +189,8 @@ public:
 
   bool VisitCallExpr(CallExpr *Call) {
     if (const FunctionDecl *Callee = Call->getDirectCallee()) {
-      unsigned Skip = isa<CXXOperatorCallExpr>(Call) &&
-                              isa<CXXMethodDecl>(Callee)
-                          ? 1
-                          : 0;
+      unsigned Skip =
+          isa<CXXOperatorCallExpr>(Call) && isa<CXXMethodDecl>(Callee) ? 1 : 0;
       for (unsigned I = Skip; I < Call->getNumArgs(); ++I)
         bindParameter(Callee, I - Skip, Call->getArg(I));
     }
@@ -232,8 +229,7 @@ private:
       Changed = true;
     // A function template's instantiation binds its pattern's parameter.
     if (const FunctionDecl *Pattern = Callee->getTemplateInstantiationPattern())
-      if (Result.Parameters.insert({Pattern->getCanonicalDecl(), Index})
-              .second)
+      if (Result.Parameters.insert({Pattern->getCanonicalDecl(), Index}).second)
         Changed = true;
   }
 
@@ -455,11 +451,10 @@ public:
             .bind("open"),
         this);
     // Reads of what a checkpoint write may have written.
-    Finder.addMatcher(
-        callExpr(callee(functionDecl(hasAnyName("::torch::load",
-                                                "::torch::jit::load"))))
-            .bind("load"),
-        this);
+    Finder.addMatcher(callExpr(callee(functionDecl(hasAnyName(
+                                   "::torch::load", "::torch::jit::load"))))
+                          .bind("load"),
+                      this);
     Finder.addMatcher(
         cxxMemberCallExpr(
             callee(cxxMethodDecl(
@@ -705,9 +700,8 @@ private:
       const Stmt *Site = barrierSite(Load);
       if (!Site)
         continue;
-      Finding F = Locator.make(*Context, SourceRange(Site->getBeginLoc()),
-                               "R8", "ddp-unguarded-save",
-                               FindingForm::OwnEdits);
+      Finding F = Locator.make(*Context, SourceRange(Site->getBeginLoc()), "R8",
+                               "ddp-unguarded-save", FindingForm::OwnEdits);
       if (F.FilePath.empty() || F.InMacro ||
           !Seen.insert({F.FilePath, F.Offset}).second)
         continue;

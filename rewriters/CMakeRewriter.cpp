@@ -610,8 +610,8 @@ private:
 
   /// The directory of Dir's add_subdirectory tree that has no parent.
   size_t topDirectory(size_t Dir) const {
-    for (size_t Steps = 0; Steps <= Model->Directories.size() &&
-                           Model->Directories[Dir].Parent;
+    for (size_t Steps = 0;
+         Steps <= Model->Directories.size() && Model->Directories[Dir].Parent;
          ++Steps)
       Dir = *Model->Directories[Dir].Parent;
     return Dir;
@@ -651,8 +651,7 @@ private:
         if (C.Name == "include" && !C.Args.empty()) {
           llvm::StringRef Arg = C.Args.front().Value;
           if (llvm::sys::path::stem(Arg) == Stem ||
-              llvm::sys::path::filename(Arg) ==
-                  llvm::sys::path::filename(Path))
+              llvm::sys::path::filename(Arg) == llvm::sys::path::filename(Path))
             return true;
         }
     return false;
@@ -758,7 +757,8 @@ private:
           continue;
         bool Keyword = llvm::any_of(
             llvm::ArrayRef(C.Args).drop_front(), [](const CMakeArgument &Arg) {
-              return Arg.Kind == CMakeArgument::Unquoted && isKeyword(Arg.Value);
+              return Arg.Kind == CMakeArgument::Unquoted &&
+                     isKeyword(Arg.Value);
             });
         (Keyword ? HasKeyword : HasPlain) = true;
       }

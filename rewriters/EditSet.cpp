@@ -72,8 +72,8 @@ void EditSet::addMove(llvm::StringRef File, unsigned InsertedAt,
     if (M.File == File && M.InsertedAt == InsertedAt && M.Offset == Offset &&
         M.Length == Length)
       return;
-  Moves.push_back({File.str(), InsertedAt, Offset, Length, Replacement.str(),
-                   {}});
+  Moves.push_back(
+      {File.str(), InsertedAt, Offset, Length, Replacement.str(), {}});
 }
 
 llvm::Error EditSet::composeMoves() {
@@ -108,8 +108,8 @@ llvm::Error EditSet::composeMoves() {
         Found = true;
         std::string New = Text.take_front(At).str() + *Composed +
                           Text.drop_front(At + Original.size()).str();
-        llvm::cantFail(Rebuilt.add(clang::tooling::Replacement(
-            M.File, Edit.getOffset(), 0, New)));
+        llvm::cantFail(Rebuilt.add(
+            clang::tooling::Replacement(M.File, Edit.getOffset(), 0, New)));
         continue;
       }
       llvm::cantFail(Rebuilt.add(Edit));

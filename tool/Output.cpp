@@ -128,9 +128,9 @@ llvm::Expected<std::string> readLink(llvm::StringRef Path) {
   Target.resize_for_overwrite(4096);
   ssize_t Size = ::readlink(Path.str().c_str(), Target.data(), Target.size());
   if (Size < 0)
-    return llvm::createStringError(std::error_code(errno, std::generic_category()),
-                                   "cannot read the link '%s'",
-                                   Path.str().c_str());
+    return llvm::createStringError(
+        std::error_code(errno, std::generic_category()),
+        "cannot read the link '%s'", Path.str().c_str());
   return std::string(Target.data(), static_cast<size_t>(Size));
 }
 

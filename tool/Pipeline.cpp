@@ -765,9 +765,9 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
           if (!llvm::is_contained(Folders, Folder))
             Folders.push_back(Folder);
         }
-        Command.CommandLine = getInsertArgumentAdjuster(
-            Added, ArgumentInsertPosition::END)(Command.CommandLine,
-                                                Command.Filename);
+        Command.CommandLine =
+            getInsertArgumentAdjuster(Added, ArgumentInsertPosition::END)(
+                Command.CommandLine, Command.Filename);
       }
       if (!Folders.empty()) {
         UnitResult Retry =
@@ -855,8 +855,7 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
         return ExitError;
       }
   if (llvm::Error Err = Result.Edits.composeMoves()) {
-    llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err))
-                 << "\n";
+    llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err)) << "\n";
     return ExitError;
   }
   if (Options.RunMode != Mode::Lint)

@@ -218,7 +218,8 @@ IDIOMS = {
                r"(?=.*divergent-exit-averaged )",
         edited={"main.cpp": [
             r"if \(ddp::all_reduce\(last_loss, ddp::ReduceOp::kMean\) < "
-            r"target\)\n\s+break;",
+            r"target\)\n\s+// ddpify: divergent-exit-averaged: [^\n]*\n"
+            r"\s+break;",
             r"ddp::barrier\(\);\n\s+torch::load\(restored, \"best.pt\"\);",
             r"if \(ddp::is_main_process\(\)\)\s*\{?\s*os << ",
             r"if \(ddp::is_main_process\(\)\)\s*\{?\s*out_ << "]}),

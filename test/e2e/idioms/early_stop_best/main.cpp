@@ -43,7 +43,7 @@ double test_loss(torch::nn::Linear &model, Loader &loader) {
   for (auto &batch : loader) {
     sum += torch::mse_loss(model->forward(batch.data), batch.target,
                            torch::Reduction::Sum)
-               .item<double>();
+               .template item<double>();
     count += batch.data.size(0);
   }
   return sum / count;

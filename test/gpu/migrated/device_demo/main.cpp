@@ -110,9 +110,7 @@ int main(int argc, char **argv) {
         torch::TensorOptions().device(device).dtype(torch::kLong));
     double epoch_loss = 0;
     int64_t batches = 0;
-    // ddpify: non-torch-loader: this training loop's data does not come from a torch data loader, so ddpify cannot shard it and every rank trains on the same samples; shard it by ddp::rank()/ddp::world_size() or use a torch dataset with ddp::make_data_loader
-    for (int64_t start = 0; start < options.train_samples;
-         start += options.batch_size) {
+    for (int64_t start : ddp::batch_starts(0, options.train_samples, options.batch_size)) {
       auto index = order.slice(0, start, start + options.batch_size);
       auto x = inputs.index_select(0, index);
       auto y = targets.index_select(0, index);
@@ -123,6 +121,8 @@ int main(int argc, char **argv) {
       epoch_loss += loss.item<double>();
       ++batches;
     }
+    epoch_loss = ddp::all_reduce(epoch_loss);
+    batches = ddp::all_reduce(batches);
     auto evaluate_value = evaluate(model, w, use_cuda);
     if (ddp::is_main_process()) {
       std::printf("epoch %2lld  train loss %.4f  eval loss %.4f\n",
