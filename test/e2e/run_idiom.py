@@ -223,6 +223,26 @@ IDIOMS = {
             r"ddp::barrier\(\);\n\s+torch::load\(restored, \"best.pt\"\);",
             r"if \(ddp::is_main_process\(\)\)\s*\{?\s*os << ",
             r"if \(ddp::is_main_process\(\)\)\s*\{?\s*out_ << "]}),
+    # Model library (net/) and trainer (app/) in sibling folders, Torch
+    # found in an include()d module, the executable made by the project's
+    # macro that links with the plain signature (R10 must follow it and
+    # put find_package(ddpify) where both folders see it); BatchNorm in the
+    # library's header (SyncBatchNorm, a PUBLIC link); a forward pass with
+    # .cuda() inside a print (R7's hoist holding R3's edit).
+    "split_project": dict(
+        exe="app/blobs", args=lambda b, i: [str(b)], models=1,
+        edited={
+            "app/CMakeLists.txt":
+                r"(?m)^add_trainer\(blobs train\.cpp\)\n"
+                r"target_link_libraries\(blobs ddpify::runtime\)$",
+            "cmake/libtorch.cmake":
+                r"(?m)^find_package\(Torch REQUIRED\)\n"
+                r"find_package\(ddpify REQUIRED\)$",
+            "net/CMakeLists.txt": r"(?m)^target_link_libraries\(blobnet "
+                                  r"\"\$\{TORCH_LIBRARIES\}\" "
+                                  r"ddpify::runtime\)$",
+            "app/train.cpp":
+                r"auto net_output = net->forward\(probe\.x\.to\(device\)\);"}),
     "whole_codebase": dict(
         exe="shapes_train", args=lambda b, i: [str(b)], models=1,
         whole=True,
