@@ -501,18 +501,12 @@ private:
                     .str();
     // The report says the decision changed: on N ranks it is taken on the
     // mean of the N values (for a mean loss, the whole batch's loss).
-    Finding Note = F;
-    Note.RuleId.clear();
-    Note.CheckName.clear();
-    Note.Form = FindingForm::ReportOnly;
-    Note.Edits.clear();
-    Note.ReportId = "divergent-exit-averaged";
-    Note.NotRewrittenReason =
+    Finding Note = reportNoteFor(
+        F, "divergent-exit-averaged",
         (What + " was decided by " + Names +
          " of one rank; it now decides on the mean over the ranks "
          "(ddp::all_reduce), so every rank leaves the loop at the same step")
-            .str();
-    Note.Message = Note.NotRewrittenReason;
+            .str());
     Findings.push_back(std::move(F));
     Findings.push_back(std::move(Note));
   }

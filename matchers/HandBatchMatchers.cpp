@@ -34,9 +34,7 @@ using namespace clang::ast_matchers;
 namespace ddpify {
 namespace {
 
-const Expr *strip(const Expr *E) {
-  return E ? E->IgnoreImplicit()->IgnoreParenImpCasts() : nullptr;
-}
+const Expr *strip(const Expr *E) { return stripParensAndImplicit(E); }
 
 const VarDecl *varOf(const Expr *E) {
   const auto *Ref = dyn_cast_or_null<DeclRefExpr>(strip(E));

@@ -120,6 +120,19 @@ bool FindingLocator::isUnderRoot(llvm::StringRef Path) const {
   return isPathUnder(Path, ProjectRoot);
 }
 
+Finding reportNoteFor(const Finding &F, llvm::StringRef ReportId,
+                      std::string Reason) {
+  Finding Note = F;
+  Note.RuleId.clear();
+  Note.CheckName.clear();
+  Note.Form = FindingForm::ReportOnly;
+  Note.Edits.clear();
+  Note.ReportId = ReportId.str();
+  Note.NotRewrittenReason = Reason;
+  Note.Message = std::move(Reason);
+  return Note;
+}
+
 std::string indentationOf(const SourceManager &SM, SourceLocation Loc,
                           bool &StartsLine) {
   StartsLine = false;

@@ -715,19 +715,13 @@ private:
       F.Message = "this reads a file the main process may have written "
                   "(only the main process writes checkpoints): every rank "
                   "waits for it at 'ddp::barrier()' first";
-      Finding Note = F;
-      Note.RuleId.clear();
-      Note.CheckName.clear();
-      Note.Form = FindingForm::ReportOnly;
-      Note.Edits.clear();
-      Note.ReportId = "read-after-save";
-      Note.NotRewrittenReason =
+      Finding Note = reportNoteFor(
+          F, "read-after-save",
           "every rank reads a file here that only the main process writes: "
           "ddp::barrier() before it makes the ranks wait for the write; ranks "
           "on other hosts need the file on a shared filesystem (or skip the "
           "load where it restores state the ranks already share: a wrapped "
-          "model is identical on every rank)";
-      Note.Message = Note.NotRewrittenReason;
+          "model is identical on every rank)");
       Findings.push_back(std::move(F));
       Findings.push_back(std::move(Note));
     }

@@ -196,7 +196,10 @@ std::optional<Failure> RootCause::decide(Clock::time_point now,
 // -----------------------------------------------------------------
 
 NodeLink::NodeLink(LinkConfig config)
-    : config_(std::move(config)), root_(std::chrono::seconds(2)) {}
+    // 5 s for a cause to follow the first consequence: on a loaded machine a
+    // killed worker's report can come 2 s after the collective failures it
+    // causes (seen: multihost.fault-worker-kill named a consequence).
+    : config_(std::move(config)), root_(std::chrono::seconds(5)) {}
 
 NodeLink::~NodeLink() {
   for (auto& peer : peers_) {

@@ -59,6 +59,12 @@ private:
   llvm::DenseMap<clang::FileID, std::string> RealPaths;
 };
 
+/// A warning-level report item at F's spot saying what F's edit did (the
+/// report lists it, migrate marks the spot with a `// ddpify:` comment): no
+/// rule, no check, no edit of its own.
+Finding reportNoteFor(const Finding &F, llvm::StringRef ReportId,
+                      std::string Reason);
+
 /// The whitespace before Loc on its line, and whether only whitespace
 /// precedes Loc there.
 std::string indentationOf(const clang::SourceManager &SM,
