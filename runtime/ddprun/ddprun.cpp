@@ -349,6 +349,7 @@ struct Worker {
   int stop_signal = 0;
   bool stop_reported = false; // as a cause, after the heartbeat timeout
   bool signalled = false;     // ddprun sent it SIGTERM/SIGINT/SIGKILL
+  bool killed = false;        // ... and SIGKILL (after the grace period)
   Stream out;
   Stream err;
 };
@@ -946,11 +947,14 @@ int main(int argc, char** argv) {
         w.running = false;
         w.code = status_code(status);
         --running;
-        // Workers that ddprun itself ended say nothing about the cause.
+        // Workers that ddprun itself ended say nothing about the cause. A
+        // SIGKILL is ddprun's only once it sent one: a worker killed from
+        // outside just before ddprun's SIGTERM (its exit reaped in the next
+        // round) is the cause, not one ddprun ended.
         const bool ended_here =
             w.signalled && WIFSIGNALED(status) &&
             (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT ||
-             WTERMSIG(status) == SIGKILL);
+             (WTERMSIG(status) == SIGKILL && w.killed));
         if (w.code != 0 && !verdict && !ended_here) {
           failures.push_back(worker_failure(options, w, status, host));
         }
@@ -987,6 +991,7 @@ int main(int argc, char** argv) {
         if (w.running) {
           ::kill(w.pid, SIGKILL);
           w.signalled = true;
+          w.killed = true;
         }
       }
       kill_at = Clock::now() + std::chrono::hours(1);

@@ -196,9 +196,9 @@ std::optional<Failure> RootCause::decide(Clock::time_point now,
 // -----------------------------------------------------------------
 
 NodeLink::NodeLink(LinkConfig config)
-    // 5 s for a cause to follow the first consequence: on a loaded machine a
-    // killed worker's report can come 2 s after the collective failures it
-    // causes (seen: multihost.fault-worker-kill named a consequence).
+    // 5 s for a cause to follow the first consequence: on a loaded 2-core
+    // machine a cause's report may come a little after the collective
+    // failures it causes.
     : config_(std::move(config)), root_(std::chrono::seconds(5)) {}
 
 NodeLink::~NodeLink() {
