@@ -1,6 +1,8 @@
 //===- CompilerIncludes.cpp - the database compiler's include folders -----===//
 
 #include "CompilerIncludes.h"
+#include "clang/Tooling/ArgumentsAdjusters.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -81,6 +83,28 @@ std::vector<std::string> compilerIncludeFolders(llvm::StringRef Compiler) {
   if (Found == Known.end())
     Found = Known.emplace(Compiler.str(), ask(Compiler)).first;
   return Found->second;
+}
+
+std::vector<std::string> addCompilerIncludeFolders(
+    std::vector<clang::tooling::CompileCommand> &Commands) {
+  std::vector<std::string> Folders;
+  for (clang::tooling::CompileCommand &Command : Commands) {
+    if (Command.CommandLine.empty() ||
+        !isGccLikeCompiler(Command.CommandLine.front()))
+      continue;
+    std::vector<std::string> Added;
+    for (const std::string &Folder :
+         compilerIncludeFolders(Command.CommandLine.front())) {
+      Added.push_back("-idirafter");
+      Added.push_back(Folder);
+      if (!llvm::is_contained(Folders, Folder))
+        Folders.push_back(Folder);
+    }
+    Command.CommandLine = clang::tooling::getInsertArgumentAdjuster(
+        Added, clang::tooling::ArgumentInsertPosition::END)(Command.CommandLine,
+                                                            Command.Filename);
+  }
+  return Folders;
 }
 
 } // namespace ddpify

@@ -11,6 +11,7 @@
 #ifndef DDPIFY_TOOL_COMPILERINCLUDES_H
 #define DDPIFY_TOOL_COMPILERINCLUDES_H
 
+#include "clang/Tooling/CompilationDatabase.h"
 #include "llvm/ADT/StringRef.h"
 #include <string>
 #include <vector>
@@ -24,6 +25,12 @@ bool isGccLikeCompiler(llvm::StringRef Compiler);
 /// The `#include <...>` search folders of Compiler, in its order; empty when
 /// it cannot be run or says nothing. Asked once per compiler per process.
 std::vector<std::string> compilerIncludeFolders(llvm::StringRef Compiler);
+
+/// Appends `-idirafter <folder>` for each include folder of each command's
+/// GCC-like compiler (after every folder of Clang's own); returns the
+/// folders added, once each, for a note. Commands of other compilers stay.
+std::vector<std::string> addCompilerIncludeFolders(
+    std::vector<clang::tooling::CompileCommand> &Commands);
 
 } // namespace ddpify
 

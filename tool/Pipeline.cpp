@@ -752,23 +752,7 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
     if (Units[I].Failed && !WithoutCache[I].empty() &&
         llvm::StringRef(Units[I].Errors).contains("file not found")) {
       std::vector<CompileCommand> WithGcc = WithoutCache[I];
-      std::vector<std::string> Folders;
-      for (CompileCommand &Command : WithGcc) {
-        if (Command.CommandLine.empty() ||
-            !isGccLikeCompiler(Command.CommandLine.front()))
-          continue;
-        std::vector<std::string> Added;
-        for (const std::string &Folder :
-             compilerIncludeFolders(Command.CommandLine.front())) {
-          Added.push_back("-idirafter");
-          Added.push_back(Folder);
-          if (!llvm::is_contained(Folders, Folder))
-            Folders.push_back(Folder);
-        }
-        Command.CommandLine =
-            getInsertArgumentAdjuster(Added, ArgumentInsertPosition::END)(
-                Command.CommandLine, Command.Filename);
-      }
+      std::vector<std::string> Folders = addCompilerIncludeFolders(WithGcc);
       if (!Folders.empty()) {
         UnitResult Retry =
             parseUnit(Options, Result.Root, Sources[I], Shown[I], WithGcc);

@@ -31,8 +31,10 @@ std::vector<size_t> shard_indices(const std::vector<size_t>& indices,
 
 std::vector<int64_t> batch_starts(int64_t begin, int64_t end, int64_t step,
                                   int64_t rank, int64_t world_size) {
-  TORCH_CHECK(step > 0, "ddp::batch_starts: the step of a batch loop must be "
-              "positive, got ", step);
+  TORCH_CHECK(step > 0,
+              "ddp::batch_starts: the step of a batch loop must be "
+              "positive, got ",
+              step);
   const int64_t count = end > begin ? (end - begin - 1) / step + 1 : 0;
   std::vector<size_t> batches(static_cast<size_t>(count));
   for (size_t i = 0; i < batches.size(); ++i) {

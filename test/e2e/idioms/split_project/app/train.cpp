@@ -43,7 +43,11 @@ int main(int argc, char **argv) {
     }
     net->eval();
     std::cout << "epoch " << epoch << " probe_correct "
-              << net->forward(probe.x.cuda()).argmax(1).eq(probe.y.cuda()).sum().item<int64_t>()
+              << net->forward(probe.x.cuda())
+                     .argmax(1)
+                     .eq(probe.y.cuda())
+                     .sum()
+                     .item<int64_t>()
               << '\n';
   }
   return 0;
