@@ -21,6 +21,7 @@
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/Lexer.h"
 #include <algorithm>
+#include <map>
 #include <set>
 
 using namespace clang;
@@ -205,7 +206,7 @@ public:
                           .bind("placement"),
                       this);
     // Already wrapped: a DistributedDataParallel built from the model, or
-    // ddp::distribute called on it.
+    // ddp::distribute (or ddp::distributed_parameters) called on it.
     Finder.addMatcher(
         cxxConstructExpr(
             hasDeclaration(cxxConstructorDecl(
@@ -214,7 +215,8 @@ public:
             .bind("wrapper"),
         this);
     Finder.addMatcher(
-        callExpr(callee(functionDecl(hasName("::ddp::distribute"))))
+        callExpr(callee(functionDecl(hasAnyName(
+                     "::ddp::distribute", "::ddp::distributed_parameters"))))
             .bind("distribute"),
         this);
     Finder.addMatcher(functionDecl(isMain(), isDefinition()).bind("main"),
@@ -249,6 +251,7 @@ public:
     Edges.clear();
     VarRefs.clear();
     Opaque.clear();
+    HandedToOtherUnit.clear();
     Loops.clear();
     InitialisesDdp = false;
     HasMain = false;
@@ -663,6 +666,14 @@ private:
     const FunctionDecl *HandedTo = opaqueHandOver(Model, R);
     if (!HandedTo)
       return false;
+    // A function of the project defined in another unit: whether or not it
+    // places the model, placing and wrapping it before its optimizer is
+    // built is right (a second placement on the same device does nothing).
+    if (Locator.isInRoot(*Context,
+                         HandedTo->getCanonicalDecl()->getLocation())) {
+      HandedToOtherUnit[canonical(Model)] = HandedTo;
+      return false;
+    }
     std::string Name = Model->getName().str();
     reportAt(R.Site, "trained model '" + Name + "' is handed to '" +
                          HandedTo->getNameAsString() +
@@ -985,10 +996,20 @@ private:
       return;
     }
     if (const auto *Field = dyn_cast<FieldDecl>(Model)) {
-      wrapMemberInConstructors(Field, Placed, Wrapped, Owner, How);
+      if (!wrapMemberInConstructors(Field, Placed, Wrapped) &&
+          !wrapAtOptimizer(Model, Wrapped, Owner))
+        reportAt(Owner.Site, "trained member '" + Name +
+                                 "' is not placed on a device and its class "
+                                 "has no constructor body ddpify can edit" +
+                                 How);
       return;
     }
     const auto *Var = dyn_cast<VarDecl>(Model);
+    // A global, or a parameter no call of this unit hands a model to (its
+    // callers are in other units).
+    if (Var && (isa<ParmVarDecl>(Var) || !Var->hasLocalStorage()) &&
+        wrapAtOptimizer(Model, Wrapped, Owner))
+      return;
     if (!Var || isa<ParmVarDecl>(Var) || !Var->hasLocalStorage()) {
       reportAt(Owner.Site, "trained model '" + Name +
                                "' is not placed on a device and is not a "
@@ -1066,10 +1087,15 @@ private:
       F.Offset -= Indent.size();
     F.Length = 0;
     F.Names = {"insert", statementsText({Place, Wrap}, StartsLine, Indent)};
-    F.Message = "trained model '" + Name +
-                "' gets no gradient averaging across processes and is not "
-                "placed on a device; '" +
-                Place + " " + Wrap + "' before it is trained wraps it";
+    auto Handed = HandedToOtherUnit.find(canonical(Model));
+    F.Message =
+        "trained model '" + Name +
+        "' gets no gradient averaging across processes" +
+        (Handed != HandedToOtherUnit.end()
+             ? " and is handed to '" + Handed->second->getNameAsString() +
+                   "' of another unit, which may place it"
+             : " and is not placed on a device") +
+        "; '" + Place + " " + Wrap + "' before it is trained wraps it";
     Findings.push_back(std::move(F));
   }
 
@@ -1083,12 +1109,68 @@ private:
     return Text;
   }
 
+  /// A model no statement can place and wrap before its optimizer is built
+  /// (a member whose class has no constructor body, its optimizer a member
+  /// too; a global): the parameters() that reach the optimizer become
+  /// `ddp::distributed_parameters(model, device)`, which places, wraps with
+  /// ddp::distribute and returns them. False where Owner's parameters() call
+  /// is not on Model itself or comes from a macro.
+  bool wrapAtOptimizer(const ValueDecl *Model, const std::string &Wrapped,
+                       const Root &Owner) {
+    const CXXMemberCallExpr *Site = Owner.Site;
+    const ValueDecl *Object =
+        Site ? modelDeclOf(Site->getImplicitObjectArgument()) : nullptr;
+    if (!Object || canonical(Object) != canonical(Model) ||
+        Site->getBeginLoc().isMacroID() || Site->getEndLoc().isMacroID())
+      return false;
+    Finding F = Locator.make(*Context, Site->getSourceRange(), "R6",
+                             checkName(), FindingForm::OwnEdits);
+    if (F.FilePath.empty())
+      return false;
+    // The program's device where the optimizer is built: a device member
+    // initialised before the member holding the optimizer, else a device
+    // variable in scope.
+    std::string Device;
+    DynTypedNode Node = DynTypedNode::create(*static_cast<const Stmt *>(Site));
+    const FieldDecl *Holder = nullptr;
+    for (int Depth = 0; Depth < 32 && !Holder; ++Depth) {
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty())
+        break;
+      Node = Parents[0];
+      Holder = Node.get<FieldDecl>();
+      if (Node.get<FunctionDecl>())
+        break;
+    }
+    if (Holder) {
+      for (const FieldDecl *Other : Holder->getParent()->fields())
+        if (Other->getFieldIndex() < Holder->getFieldIndex() &&
+            isRecordNamed(Other->getType(), "c10::Device"))
+          Device = Other->getName().str();
+    } else {
+      Device = deviceVariableInScope(*Context, Site,
+                                     [](const Expr *) { return true; });
+    }
+    std::string Call = "ddp::distributed_parameters(" + Wrapped +
+                       (Device.empty() ? "" : ", " + Device) + ")";
+    F.Message = "trained model '" + Model->getName().str() +
+                "' gets no gradient averaging across processes and is not "
+                "placed on a device, and no statement can come before its "
+                "optimizer is built; '" +
+                Call +
+                "' places it, wraps it and gives the optimizer its "
+                "parameters";
+    F.Edits.push_back({F.Offset, F.Length, Call});
+    Findings.push_back(std::move(F));
+    return true;
+  }
+
   /// A class member trained with no placement: `ddp::distribute` at the end
   /// of every constructor with a body (where the member is fully built).
-  void wrapMemberInConstructors(const FieldDecl *Field,
+  /// False when the class has no constructor body to edit.
+  bool wrapMemberInConstructors(const FieldDecl *Field,
                                 const std::string &Placed,
-                                const std::string &Wrapped, const Root &Owner,
-                                const std::string &How) {
+                                const std::string &Wrapped) {
     const SourceManager &SM = Context->getSourceManager();
     const auto *Class = dyn_cast<CXXRecordDecl>(Field->getParent());
     unsigned Count = 0;
@@ -1135,11 +1217,7 @@ private:
         Findings.push_back(std::move(F));
         ++Count;
       }
-    if (!Count)
-      reportAt(Owner.Site, "trained member '" + Field->getName().str() +
-                               "' is not placed on a device and its class "
-                               "has no constructor body ddpify can edit" +
-                               How);
+    return Count > 0;
   }
 
   /// Base, or Base2, Base3, ... when a declaration of the function holding
@@ -1182,6 +1260,10 @@ private:
   std::vector<Edge> Edges;
   std::vector<const DeclRefExpr *> VarRefs;
   /// Models passed to a function whose body is not parsed.
+  /// Models handed, before training, to a function of the project whose
+  /// body is in another unit; wrapWhereMade says so.
+  std::map<const ValueDecl *, const FunctionDecl *> HandedToOtherUnit;
+
   struct OpaqueCall {
     const ValueDecl *Model;
     const FunctionDecl *Callee;

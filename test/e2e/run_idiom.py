@@ -243,6 +243,24 @@ IDIOMS = {
                                   r"ddpify::runtime\)$",
             "app/train.cpp":
                 r"auto net_output = net->forward\(probe\.x\.to\(device\)\);"}),
+    # Models made, placed and trained in different units and classes: one
+    # placed by a helper of another unit (wrapped before its optimizer), one
+    # trained by a helper of another unit (ddp::distributed_parameters where
+    # its optimizer is built), one held by a raw-pointer member, one built
+    # in-class with its optimizer and placed by its user.
+    "models_across_units": dict(
+        exe="ensemble", args=lambda b, i: [str(b)], models=4,
+        edited={
+            "main.cpp": [
+                r"place_model\(first, device\);\n\s+first->to\(device\);\n"
+                r"\s+ddp::DistributedDataParallel first_ddp\(first\);\n"
+                r"\s+torch::optim::Adam first_opt",
+                r"calibration\.affine->to\(device\);\n"
+                r"\s+ddp::distribute\(calibration\.affine\);"],
+            "trainer.cpp": r"torch::optim::SGD optimizer\("
+                           r"ddp::distributed_parameters\(model, device\),",
+            "placement.cpp": r"model_->to\(device_\);\n"
+                             r"\s+ddp::distribute\(\*model_\);"}),
     "whole_codebase": dict(
         exe="shapes_train", args=lambda b, i: [str(b)], models=1,
         whole=True,
@@ -609,7 +627,10 @@ def main():
                   f"exit {rcode}\n{rx.tail(rerr)}" if rcode != 0 else "")
 
     hashes = rx.read_hashes(hash_file)
-    per_rank = {r: [h for (rk, h, _) in hashes if rk == r] for r in (0, 1)}
+    # Sorted: wrappers made by ddp::distribute end together at exit, in an
+    # order that may differ between ranks; each model's hash is what counts.
+    per_rank = {r: sorted(h for (rk, h, _) in hashes if rk == r)
+                for r in (0, 1)}
     expected = spec["models"]
     same = (len(per_rank[0]) == expected and per_rank[0] == per_rank[1] and
             all("active=1" in rest for (_, _, rest) in hashes))

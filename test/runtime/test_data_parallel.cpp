@@ -859,6 +859,37 @@ TEST(DataParallel, DistributeKeepsTheWrapperForTheModelsLifetime) {
   });
 }
 
+// An optimizer built in a member's initializer: the parameters it is given
+// belong to a placed, wrapped model, whichever way the model is held.
+TEST(DataParallel, DistributedParametersPlaceWrapAndReturnTheParameters) {
+  ddp_test::run_ranks(2, [] {
+    struct Net : torch::nn::Module {
+      Net() { fc = register_module("fc", torch::nn::Linear(3, 2)); }
+      torch::nn::Linear fc{nullptr};
+    };
+    torch::nn::Linear holder(3, 2);
+    auto shared = std::make_shared<Net>();
+    Net plain;
+    auto holder_params = ddp::distributed_parameters(holder);
+    auto shared_params = ddp::distributed_parameters(shared, torch::kCPU);
+    auto plain_params = ddp::distributed_parameters(plain);
+    ASSERT_EQ(holder_params.size(), 2u);
+    EXPECT_TRUE(holder_params[0].is_same(holder->weight));
+    EXPECT_TRUE(shared_params[1].is_same(shared->fc->bias));
+    EXPECT_TRUE(plain_params[0].is_same(plain.fc->weight));
+    EXPECT_TRUE(ddp::distribute(holder).wraps(*holder));
+    EXPECT_TRUE(ddp::distribute(shared).wraps(*shared));
+    EXPECT_TRUE(ddp::distribute(plain).wraps(plain));
+    EXPECT_EQ(holder->weight.device(), ddp::device());
+    // Gradients are averaged: rank r contributes r + 1.
+    torch::optim::SGD opt(holder_params, 0.1);
+    holder->forward(torch::full({1, 3}, ddp::rank() + 1.0)).sum().backward();
+    EXPECT_TRUE(
+        torch::allclose(holder->weight.grad(), torch::full({2, 3}, 1.5)))
+        << holder->weight.grad();
+  });
+}
+
 // Fails in backward, after the hooks of the layers above it have fired.
 struct ThrowInBackward : torch::autograd::Function<ThrowInBackward> {
   static torch::Tensor forward(torch::autograd::AutogradContext*,

@@ -290,6 +290,30 @@ distribute(Impl* module, DistributedDataParallelOptions options = {}) {
                     std::move(options));
 }
 
+/// For an optimizer built where no statement can come before it (a class
+/// member's initializer, `torch::optim::Adam opt{net->parameters(), ...};`):
+/// places `module` on `device`, wraps it for the rest of the process
+/// (ddp::distribute) and returns its parameters, so
+/// `opt{ddp::distributed_parameters(net), ...}` trains the wrapped model.
+template <typename Holder>
+std::vector<torch::Tensor> distributed_parameters(
+    Holder module, torch::Device device = ddp::device(),
+    std::enable_if_t<!std::is_base_of<torch::nn::Module, Holder>::value, int> =
+        0) {
+  module->to(device);
+  distribute(module);
+  return module->parameters();
+}
+template <typename Impl>
+std::vector<torch::Tensor> distributed_parameters(
+    Impl& module, torch::Device device = ddp::device(),
+    std::enable_if_t<std::is_base_of<torch::nn::Module, Impl>::value, int> =
+        0) {
+  module.to(device);
+  distribute(module);
+  return module.parameters();
+}
+
 namespace testing {
 
 /// What a DistributedDataParallel wraps, as it stands when the wrapper ends.

@@ -134,7 +134,7 @@ void frozen_backbone(const std::string &path) {
   torch::optim::SGD optimizer(head->parameters(), 0.1);
 }
 
-// A global model: ddpify cannot wrap it where it is made (an error item).
+// A global model: wrapped where its optimizer is built.
 Net global_net;
 void train_global() {
   torch::optim::SGD optimizer(global_net->parameters(), 0.1);
