@@ -248,6 +248,46 @@ private:
   llvm::SmallPtrSet<const TypedefNameDecl *, 4> Aliases;
 };
 
+/// The key of a loader type among the whole program's facts (Finding's
+/// Provides and Requires): its canonical spelling, the same in every unit.
+std::string loaderTypeKey(QualType Type, const ASTContext &Context) {
+  PrintingPolicy Policy(Context.getLangOpts());
+  Policy.FullyQualifiedName = true;
+  Policy.SuppressScope = false;
+  return "ddp-loader-type:" +
+         Type.getCanonicalType().getUnqualifiedType().getAsString(Policy);
+}
+
+/// Every non-dependent spelling of `torch::data::StatelessDataLoader<...>`
+/// in the declarations it traverses (patterns, not instantiations): the
+/// range a respelling replaces and the spelled type.
+class AllLoaderSpellings : public RecursiveASTVisitor<AllLoaderSpellings> {
+public:
+  bool VisitElaboratedTypeLoc(ElaboratedTypeLoc Type) {
+    auto Spec = Type.getNamedTypeLoc().getAs<TemplateSpecializationTypeLoc>();
+    if (!Spec || !isStatelessLoader(Spec))
+      return true;
+    NestedNameSpecifierLoc Qualifier = Type.getQualifierLoc();
+    Found.push_back({SourceRange(Qualifier ? Qualifier.getBeginLoc()
+                                           : Spec.getTemplateNameLoc(),
+                                 Spec.getTemplateNameLoc()),
+                     Spec.getType()});
+    return true;
+  }
+
+  std::vector<std::pair<SourceRange, QualType>> Found;
+
+private:
+  static bool isStatelessLoader(TemplateSpecializationTypeLoc Spec) {
+    const TemplateDecl *Template =
+        Spec.getTypePtr()->getTemplateName().getAsTemplateDecl();
+    return Template &&
+           Template->getQualifiedNameAsString() ==
+               "torch::data::StatelessDataLoader" &&
+           !Spec.getType()->isDependentType();
+  }
+};
+
 /// The expressions of the project's code that name Target (a function or a
 /// field): references, member accesses, unresolved names it is a candidate
 /// of, dependent member accesses of its name.
@@ -315,11 +355,41 @@ public:
             .bind("ref"),
         this);
     Finder.addMatcher(unresolvedLookupExpr().bind("unresolved"), this);
+    Finder.addMatcher(translationUnitDecl().bind("unit"), this);
   }
 
   void onStartOfTranslationUnit() override {
     Locator.reset();
     Seen.clear();
+  }
+
+  /// Where another unit makes a loader of a type ddp's loader replaces and
+  /// hands it here (a member of a header's class, a factory of another
+  /// unit), this unit's spellings of that type must change too: each is
+  /// an edit that holds only if some unit converts a loader of that type
+  /// and none keeps one (Finding::Requires).
+  void onEndOfTranslationUnit() override {
+    if (!Context)
+      return;
+    AllLoaderSpellings Visitor;
+    for (Decl *TopLevel : Context->getTranslationUnitDecl()->decls())
+      if (isOurs(TopLevel->getLocation()))
+        Visitor.TraverseDecl(TopLevel);
+    for (const auto &[Range, Type] : Visitor.Found) {
+      if (Range.getBegin().isMacroID() || Range.getEnd().isMacroID())
+        continue;
+      Finding Edit =
+          Locator.make(*Context, Range, "R4", "", FindingForm::DataLoaderType);
+      if (Edit.FilePath.empty() || Edit.InMacro)
+        continue;
+      Edit.NewName = "ddp::DistributedDataLoader";
+      Edit.Requires = loaderTypeKey(Type, *Context);
+      Edit.Message = "torch's loader type, written where another unit's "
+                     "loader of ddp::make_data_loader may go: use "
+                     "'ddp::DistributedDataLoader' (same template arguments)";
+      Findings.push_back(std::move(Edit));
+    }
+    Context = nullptr;
   }
 
   void run(const MatchFinder::MatchResult &Result) override {
@@ -385,7 +455,23 @@ private:
     return nullptr;
   }
 
-  void handleCall(const CallExpr *Call, Finding F) {
+  void handleCall(const CallExpr *Call, Finding F) { handleCallOf(Call, F); }
+
+  /// Says, for the whole program, whether the loader of Call (a
+  /// StatelessDataLoader) becomes ddp's or stays torch's.
+  void noteLoaderFate(const CXXRecordDecl *Loader, bool Converted) {
+    if (!Loader || Loader->getQualifiedNameAsString() !=
+                       "torch::data::StatelessDataLoader")
+      return;
+    Finding Fact;
+    Fact.RuleId = "R4";
+    Fact.Form = FindingForm::ProgramFact;
+    Fact.Provides = (Converted ? "" : "!") +
+                    loaderTypeKey(Context->getRecordType(Loader), *Context);
+    Findings.push_back(std::move(Fact));
+  }
+
+  void handleCallOf(const CallExpr *Call, Finding &F) {
     // The dataset and sampler types: from the resolved call's type
     // (unique_ptr<StatelessDataLoader<Dataset, Sampler>> or
     // unique_ptr<StatefulDataLoader<Dataset>>), else from what is written.
@@ -419,8 +505,10 @@ private:
     }
     switch (classifySampler(Sampler)) {
     case SamplerKind::Distributed:
+      noteLoaderFate(Loader, /*Converted=*/false);
       return; // Already sharded.
     case SamplerKind::Custom: {
+      noteLoaderFate(Loader, /*Converted=*/false);
       std::string Name = Sampler->getQualifiedNameAsString();
       if (producesIndexVectors(Sampler))
         report(std::move(F), "custom-sampler",
@@ -466,6 +554,7 @@ private:
       TypeEdits.push_back(std::move(Edit));
     }
     if (Use.TypeUnfixable) {
+      noteLoaderFate(Loader, /*Converted=*/false);
       report(std::move(F), "loader-type-written",
              "the loader's type is written out where ddpify cannot rewrite "
              "it (" +
@@ -481,6 +570,7 @@ private:
       for (Finding &Edit : TypeEdits)
         if (Seen.insert({Edit.FilePath, Edit.Offset}).second)
           Findings.push_back(std::move(Edit));
+    noteLoaderFate(Loader, /*Converted=*/!F.InMacro);
     if (Use.TypeOnly) {
       // Both of ddp's functions return the same type.
       F.NewName = "ddp::make_data_loader";

@@ -21,6 +21,7 @@
 #include "clang/Tooling/JSONCompilationDatabase.h"
 #include "clang/Tooling/Tooling.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Option/ArgList.h"
 #include "llvm/Option/OptTable.h"
 #include "llvm/Support/FileSystem.h"
@@ -341,6 +342,19 @@ std::vector<CompileCommand> atCxx20(std::vector<CompileCommand> Commands,
     }
   }
   return Commands;
+}
+
+/// Drops each finding whose Requires no finding of the whole run Provides
+/// (or whose negation, "!" + key, one does).
+void dropUnmetRequirements(FindingList &Findings) {
+  llvm::StringSet<> Provided;
+  for (const Finding &F : Findings)
+    if (!F.Provides.empty())
+      Provided.insert(F.Provides);
+  llvm::erase_if(Findings, [&](const Finding &F) {
+    return !F.Requires.empty() && (!Provided.contains(F.Requires) ||
+                                   Provided.contains("!" + F.Requires));
+  });
 }
 
 /// Whether the units' program facts (FindingForm::ProgramFact) show a main
@@ -795,8 +809,9 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
     return ExitError;
   }
 
-  // A header included by several translation units is found several times.
   FindingList &Findings = Result.Findings;
+  dropUnmetRequirements(Findings);
+  // A header included by several translation units is found several times.
   std::stable_sort(Findings.begin(), Findings.end());
   Findings.erase(std::unique(Findings.begin(), Findings.end(),
                              [](const Finding &A, const Finding &B) {

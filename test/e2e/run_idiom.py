@@ -247,7 +247,10 @@ IDIOMS = {
     # placed by a helper of another unit (wrapped before its optimizer), one
     # trained by a helper of another unit (ddp::distributed_parameters where
     # its optimizer is built), one held by a raw-pointer member, one built
-    # in-class with its optimizer and placed by its user.
+    # in-class with its optimizer and placed by its user. The second model's
+    # loader is made in placement.cpp and handed to trainer.cpp's fit(), its
+    # type written in the header (an alias) and, in full, in fit()'s
+    # definition, which only another unit's loader reaches (R4 respells it).
     "models_across_units": dict(
         exe="ensemble", args=lambda b, i: [str(b)], models=4,
         edited={
@@ -257,8 +260,11 @@ IDIOMS = {
                 r"\s+torch::optim::Adam first_opt",
                 r"calibration\.affine->to\(device\);\n"
                 r"\s+ddp::distribute\(calibration\.affine\);"],
-            "trainer.cpp": r"torch::optim::SGD optimizer\("
-                           r"ddp::distributed_parameters\(model, device\),",
+            "trainer.cpp": [
+                r"void fit\(Mlp &model,\n\s+ddp::DistributedDataLoader<",
+                r"torch::optim::SGD optimizer\("
+                r"ddp::distributed_parameters\(model, device\),"],
+            "models.h": r"using ReadingLoader =\n\s+ddp::DistributedDataLoader<",
             "placement.cpp": r"model_->to\(device_\);\n"
                              r"\s+ddp::distribute\(\*model_\);"}),
     "whole_codebase": dict(

@@ -50,7 +50,8 @@ int main(int argc, char **argv) {
   torch::manual_seed(12);
   Mlp second(24);
   second->to(device);
-  fit(second, train_set, batch_size, epochs, device, "second");
+  auto shuffled = make_train_loader(train_set, batch_size);
+  fit(second, *shuffled, n, epochs, device, "second");
 
   // 3. A trainer holding its model by raw pointer.
   torch::manual_seed(13);

@@ -1,6 +1,7 @@
 // An ensemble of regressors whose models are made, placed and trained in
 // different units and classes: a model placed by a helper of placement.cpp and
-// trained in main.cpp; one trained by a helper of trainer.cpp; a trainer
+// trained in main.cpp; one trained by a helper of trainer.cpp over a loader
+// that placement.cpp makes (its type written out in this header); a trainer
 // holding its model by raw pointer; a calibration head built in-class with
 // its optimizer (no constructor), trained where it was made.
 #pragma once
@@ -28,11 +29,21 @@ struct MlpImpl : torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
+using ReadingSet =
+    torch::data::datasets::MapDataset<Readings,
+                                      torch::data::transforms::Stack<>>;
+using ReadingLoader =
+    torch::data::StatelessDataLoader<ReadingSet,
+                                     torch::data::samplers::RandomSampler>;
+
+/// A shuffling loader over a copy of `data` (placement.cpp).
+std::unique_ptr<ReadingLoader> make_train_loader(const Readings &data,
+                                                 int64_t batch_size);
 /// Moves the model to the device (placement.cpp).
 void place_model(Mlp &model, const torch::Device &device);
-/// Trains the model for `epochs` epochs with its own SGD (trainer.cpp);
-/// prints one line per epoch under `tag`.
-void fit(Mlp &model, const Readings &data, int64_t batch_size, int epochs,
+/// Trains the model for `epochs` epochs with its own SGD over `loader`
+/// (trainer.cpp); prints one line per epoch under `tag`.
+void fit(Mlp &model, ReadingLoader &loader, double samples, int epochs,
          const torch::Device &device, const std::string &tag);
 
 /// Holds its model by raw pointer, made and placed in the constructor.

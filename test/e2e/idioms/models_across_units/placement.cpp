@@ -1,5 +1,12 @@
 #include "models.h"
 
+std::unique_ptr<ReadingLoader> make_train_loader(const Readings &data,
+                                                 int64_t batch_size) {
+  return torch::data::make_data_loader<torch::data::samplers::RandomSampler>(
+      Readings(data).map(torch::data::transforms::Stack<>()),
+      torch::data::DataLoaderOptions(batch_size));
+}
+
 void place_model(Mlp &model, const torch::Device &device) { model->to(device); }
 
 PointerTrainer::PointerTrainer(torch::Device device, double lr)

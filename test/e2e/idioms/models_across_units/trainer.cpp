@@ -2,18 +2,17 @@
 
 #include <iostream>
 
-void fit(Mlp &model, const Readings &data, int64_t batch_size, int epochs,
-         const torch::Device &device, const std::string &tag) {
+void fit(Mlp &model,
+         torch::data::StatelessDataLoader<
+             ReadingSet, torch::data::samplers::RandomSampler> &loader,
+         double samples, int epochs, const torch::Device &device,
+         const std::string &tag) {
   torch::optim::SGD optimizer(model->parameters(),
                               torch::optim::SGDOptions(0.05).momentum(0.5));
-  auto loader = torch::data::make_data_loader(
-      Readings(data).map(torch::data::transforms::Stack<>()),
-      torch::data::DataLoaderOptions(batch_size));
-  const double n = static_cast<double>(data.size().value());
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     torch::manual_seed(epoch - 1);
     double sum = 0;
-    for (auto &batch : *loader) {
+    for (auto &batch : loader) {
       auto x = batch.data.to(device), y = batch.target.to(device);
       optimizer.zero_grad();
       auto loss = torch::mse_loss(model->forward(x), y);
@@ -21,6 +20,6 @@ void fit(Mlp &model, const Readings &data, int64_t batch_size, int epochs,
       optimizer.step();
       sum += loss.item<double>() * x.size(0);
     }
-    std::cout << tag << ' ' << epoch << " train_loss " << sum / n << '\n';
+    std::cout << tag << ' ' << epoch << " train_loss " << sum / samples << '\n';
   }
 }
