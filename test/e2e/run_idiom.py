@@ -251,6 +251,7 @@ IDIOMS = {
     # loader is made in placement.cpp and handed to trainer.cpp's fit(), its
     # type written in the header (an alias) and, in full, in fit()'s
     # definition, which only another unit's loader reaches (R4 respells it).
+    # Built with -fopenmp by g++ (LibTorch's headers then include <omp.h>).
     "models_across_units": dict(
         exe="ensemble", args=lambda b, i: [str(b)], models=4,
         edited={
@@ -265,6 +266,9 @@ IDIOMS = {
                 r"torch::optim::SGD optimizer\("
                 r"ddp::distributed_parameters\(model, device\),"],
             "models.h": r"using ReadingLoader =\n\s+ddp::DistributedDataLoader<",
+            "CMakeLists.txt": r"(?m)^target_link_libraries\(ensemble "
+                              r"\"\$\{TORCH_LIBRARIES\}\" OpenMP::OpenMP_CXX "
+                              r"ddpify::runtime\)$",
             "placement.cpp": r"model_->to\(device_\);\n"
                              r"\s+ddp::distribute\(\*model_\);"}),
     "whole_codebase": dict(
