@@ -412,6 +412,20 @@ std::string HeaderCache::pchFor(const CompileCommand &Command,
   llvm::sys::path::append(Manifest, "manifest");
   std::string Result;
   ManifestState State = manifestState(Manifest, Root);
+  // Processes sharing the folder (parallel test runs, builds) build a
+  // header once: the others wait on the key's lock, then find it built.
+  // Bounded, so a stuck builder only costs a second build.
+  int LockFD = -1;
+  bool Built = State == ManifestState::Holds && llvm::sys::fs::exists(Pch);
+  if (!Built && State != ManifestState::ProjectHeader &&
+      !llvm::sys::fs::create_directories(KeyDir)) {
+    llvm::SmallString<256> LockPath(KeyDir);
+    llvm::sys::path::append(LockPath, "lock");
+    if (!llvm::sys::fs::openFileForWrite(LockPath, LockFD,
+                                         llvm::sys::fs::CD_OpenAlways) &&
+        !llvm::sys::fs::tryLockFile(LockFD, std::chrono::minutes(5)))
+      State = manifestState(Manifest, Root);
+  }
   if (State == ManifestState::Holds && llvm::sys::fs::exists(Pch)) {
     Result = Pch.str().str();
     Events.push_back("hit " + Key);
@@ -425,6 +439,10 @@ std::string HeaderCache::pchFor(const CompileCommand &Command,
         Result.empty() ? "none " + Key +
                              (FailureReason.empty() ? "" : ": " + FailureReason)
                        : "built " + Key);
+  }
+  if (LockFD >= 0) {
+    llvm::sys::fs::unlockFile(LockFD);
+    llvm::sys::Process::SafelyCloseFileDescriptor(LockFD);
   }
   Known[Key] = Result;
   return Result;
