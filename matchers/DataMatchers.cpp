@@ -169,6 +169,24 @@ const FunctionDecl *calleeOf(const CallExpr *Call) {
   return nullptr;
 }
 
+/// Whether Spec spells `torch::data::StatelessDataLoader<...>`.
+bool namesStatelessLoaderTemplate(TemplateSpecializationTypeLoc Spec) {
+  const TemplateDecl *Template =
+      Spec.getTypePtr()->getTemplateName().getAsTemplateDecl();
+  return Template && Template->getQualifiedNameAsString() ==
+                         "torch::data::StatelessDataLoader";
+}
+
+/// What a respelling of the loader template named in Type replaces: its
+/// qualifier and template name, not the arguments.
+SourceRange loaderNameRange(ElaboratedTypeLoc Type,
+                            TemplateSpecializationTypeLoc Spec) {
+  NestedNameSpecifierLoc Qualifier = Type.getQualifierLoc();
+  return SourceRange(Qualifier ? Qualifier.getBeginLoc()
+                               : Spec.getTemplateNameLoc(),
+                     Spec.getTemplateNameLoc());
+}
+
 /// The spellings of `torch::data::StatelessDataLoader<...>` in a written
 /// type, through the aliases (`using`, `typedef`, alias templates) it names.
 /// Only Loader's own type counts (any, where Loader is unknown or the
@@ -181,10 +199,7 @@ public:
     auto Spec = Type.getNamedTypeLoc().getAs<TemplateSpecializationTypeLoc>();
     if (!Spec || !isLoaderSpelling(Spec))
       return true;
-    NestedNameSpecifierLoc Qualifier = Type.getQualifierLoc();
-    Spellings.push_back(SourceRange(Qualifier ? Qualifier.getBeginLoc()
-                                              : Spec.getTemplateNameLoc(),
-                                    Spec.getTemplateNameLoc()));
+    Spellings.push_back(loaderNameRange(Type, Spec));
     Counted.insert(Spec.getOpaqueData());
     return true;
   }
@@ -227,10 +242,7 @@ public:
 
 private:
   bool isLoaderSpelling(TemplateSpecializationTypeLoc Spec) const {
-    const TemplateDecl *Template =
-        Spec.getTypePtr()->getTemplateName().getAsTemplateDecl();
-    if (!Template || Template->getQualifiedNameAsString() !=
-                         "torch::data::StatelessDataLoader")
+    if (!namesStatelessLoaderTemplate(Spec))
       return false;
     if (!Loader || Spec.getType()->isDependentType())
       return true;
@@ -265,27 +277,13 @@ class AllLoaderSpellings : public RecursiveASTVisitor<AllLoaderSpellings> {
 public:
   bool VisitElaboratedTypeLoc(ElaboratedTypeLoc Type) {
     auto Spec = Type.getNamedTypeLoc().getAs<TemplateSpecializationTypeLoc>();
-    if (!Spec || !isStatelessLoader(Spec))
-      return true;
-    NestedNameSpecifierLoc Qualifier = Type.getQualifierLoc();
-    Found.push_back({SourceRange(Qualifier ? Qualifier.getBeginLoc()
-                                           : Spec.getTemplateNameLoc(),
-                                 Spec.getTemplateNameLoc()),
-                     Spec.getType()});
+    if (Spec && namesStatelessLoaderTemplate(Spec) &&
+        !Spec.getType()->isDependentType())
+      Found.push_back({loaderNameRange(Type, Spec), Spec.getType()});
     return true;
   }
 
   std::vector<std::pair<SourceRange, QualType>> Found;
-
-private:
-  static bool isStatelessLoader(TemplateSpecializationTypeLoc Spec) {
-    const TemplateDecl *Template =
-        Spec.getTypePtr()->getTemplateName().getAsTemplateDecl();
-    return Template &&
-           Template->getQualifiedNameAsString() ==
-               "torch::data::StatelessDataLoader" &&
-           !Spec.getType()->isDependentType();
-  }
 };
 
 /// The expressions of the project's code that name Target (a function or a
@@ -355,6 +353,7 @@ public:
             .bind("ref"),
         this);
     Finder.addMatcher(unresolvedLookupExpr().bind("unresolved"), this);
+    // Only to have the unit's context at its end (onEndOfTranslationUnit).
     Finder.addMatcher(translationUnitDecl().bind("unit"), this);
   }
 
@@ -371,6 +370,8 @@ public:
   void onEndOfTranslationUnit() override {
     if (!Context)
       return;
+    // The project's declarations only: a type-spelling matcher would run on
+    // every type LibTorch's headers spell.
     AllLoaderSpellings Visitor;
     for (Decl *TopLevel : Context->getTranslationUnitDecl()->decls())
       if (isOurs(TopLevel->getLocation()))
@@ -455,10 +456,8 @@ private:
     return nullptr;
   }
 
-  void handleCall(const CallExpr *Call, Finding F) { handleCallOf(Call, F); }
-
-  /// Says, for the whole program, whether the loader of Call (a
-  /// StatelessDataLoader) becomes ddp's or stays torch's.
+  /// Says, for the whole program, whether loaders of type Loader (a
+  /// StatelessDataLoader) become ddp's or stay torch's.
   void noteLoaderFate(const CXXRecordDecl *Loader, bool Converted) {
     if (!Loader || Loader->getQualifiedNameAsString() !=
                        "torch::data::StatelessDataLoader")
@@ -471,7 +470,7 @@ private:
     Findings.push_back(std::move(Fact));
   }
 
-  void handleCallOf(const CallExpr *Call, Finding &F) {
+  void handleCall(const CallExpr *Call, Finding F) {
     // The dataset and sampler types: from the resolved call's type
     // (unique_ptr<StatelessDataLoader<Dataset, Sampler>> or
     // unique_ptr<StatefulDataLoader<Dataset>>), else from what is written.

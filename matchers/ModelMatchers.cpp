@@ -21,7 +21,6 @@
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/Lexer.h"
 #include <algorithm>
-#include <map>
 #include <set>
 
 using namespace clang;
@@ -251,7 +250,6 @@ public:
     Edges.clear();
     VarRefs.clear();
     Opaque.clear();
-    HandedToOtherUnit.clear();
     Loops.clear();
     InitialisesDdp = false;
     HasMain = false;
@@ -638,6 +636,12 @@ private:
     return HandedTo;
   }
 
+  /// Declared in the project: its body, if not here, is in another unit.
+  bool isProjectFunction(const FunctionDecl *Function) {
+    return Locator.isInRoot(*Context,
+                            Function->getCanonicalDecl()->getLocation());
+  }
+
   using DirectWraps = std::vector<std::pair<const Root *, Wrap>>;
   using AliasWraps =
       std::vector<std::pair<const CXXMemberCallExpr *, const Root *>>;
@@ -669,11 +673,8 @@ private:
     // A function of the project defined in another unit: whether or not it
     // places the model, placing and wrapping it before its optimizer is
     // built is right (a second placement on the same device does nothing).
-    if (Locator.isInRoot(*Context,
-                         HandedTo->getCanonicalDecl()->getLocation())) {
-      HandedToOtherUnit[canonical(Model)] = HandedTo;
+    if (isProjectFunction(HandedTo))
       return false;
-    }
     std::string Name = Model->getName().str();
     reportAt(R.Site, "trained model '" + Name + "' is handed to '" +
                          HandedTo->getNameAsString() +
@@ -1087,12 +1088,12 @@ private:
       F.Offset -= Indent.size();
     F.Length = 0;
     F.Names = {"insert", statementsText({Place, Wrap}, StartsLine, Indent)};
-    auto Handed = HandedToOtherUnit.find(canonical(Model));
+    const FunctionDecl *HandedTo = opaqueHandOver(Model, Owner);
     F.Message =
         "trained model '" + Name +
         "' gets no gradient averaging across processes" +
-        (Handed != HandedToOtherUnit.end()
-             ? " and is handed to '" + Handed->second->getNameAsString() +
+        (HandedTo && isProjectFunction(HandedTo)
+             ? " and is handed to '" + HandedTo->getNameAsString() +
                    "' of another unit, which may place it"
              : " and is not placed on a device") +
         "; '" + Place + " " + Wrap + "' before it is trained wraps it";
@@ -1135,18 +1136,13 @@ private:
     const FieldDecl *Holder = nullptr;
     for (int Depth = 0; Depth < 32 && !Holder; ++Depth) {
       DynTypedNodeList Parents = Context->getParents(Node);
-      if (Parents.empty())
+      if (Parents.empty() || Parents[0].get<FunctionDecl>())
         break;
       Node = Parents[0];
       Holder = Node.get<FieldDecl>();
-      if (Node.get<FunctionDecl>())
-        break;
     }
     if (Holder) {
-      for (const FieldDecl *Other : Holder->getParent()->fields())
-        if (Other->getFieldIndex() < Holder->getFieldIndex() &&
-            isRecordNamed(Other->getType(), "c10::Device"))
-          Device = Other->getName().str();
+      Device = deviceMember(Holder->getParent(), Holder);
     } else {
       Device = deviceVariableInScope(*Context, Site,
                                      [](const Expr *) { return true; });
@@ -1163,6 +1159,20 @@ private:
     F.Edits.push_back({F.Offset, F.Length, Call});
     Findings.push_back(std::move(F));
     return true;
+  }
+
+  /// The last torch::Device member of Class (declared before Before, when
+  /// given: initialised by then); empty when there is none.
+  static std::string deviceMember(const RecordDecl *Class,
+                                  const FieldDecl *Before = nullptr) {
+    std::string Name;
+    for (const FieldDecl *Field : Class->fields()) {
+      if (Before && Field->getFieldIndex() >= Before->getFieldIndex())
+        break;
+      if (isRecordNamed(Field->getType(), "c10::Device"))
+        Name = Field->getName().str();
+    }
+    return Name;
   }
 
   /// A class member trained with no placement: `ddp::distribute` at the end
@@ -1187,10 +1197,9 @@ private:
         if (F.FilePath.empty())
           continue;
         // A device member of the class, as the trainer uses it.
-        std::string Device = "ddp::device()";
-        for (const FieldDecl *Other : Class->fields())
-          if (isRecordNamed(Other->getType(), "c10::Device"))
-            Device = Other->getName().str();
+        std::string Device = deviceMember(Class);
+        if (Device.empty())
+          Device = "ddp::device()";
         std::string Place = Placed + "to(" + Device + ");";
         std::string Wrap = "ddp::distribute(" + Wrapped + ");";
         bool StartsLine = false;
@@ -1260,10 +1269,6 @@ private:
   std::vector<Edge> Edges;
   std::vector<const DeclRefExpr *> VarRefs;
   /// Models passed to a function whose body is not parsed.
-  /// Models handed, before training, to a function of the project whose
-  /// body is in another unit; wrapWhereMade says so.
-  std::map<const ValueDecl *, const FunctionDecl *> HandedToOtherUnit;
-
   struct OpaqueCall {
     const ValueDecl *Model;
     const FunctionDecl *Callee;

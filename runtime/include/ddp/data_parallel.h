@@ -295,15 +295,6 @@ distribute(Impl* module, DistributedDataParallelOptions options = {}) {
 /// places `module` on `device`, wraps it for the rest of the process
 /// (ddp::distribute) and returns its parameters, so
 /// `opt{ddp::distributed_parameters(net), ...}` trains the wrapped model.
-template <typename Holder>
-std::vector<torch::Tensor> distributed_parameters(
-    Holder module, torch::Device device = ddp::device(),
-    std::enable_if_t<!std::is_base_of<torch::nn::Module, Holder>::value, int> =
-        0) {
-  module->to(device);
-  distribute(module);
-  return module->parameters();
-}
 template <typename Impl>
 std::vector<torch::Tensor> distributed_parameters(
     Impl& module, torch::Device device = ddp::device(),
@@ -312,6 +303,14 @@ std::vector<torch::Tensor> distributed_parameters(
   module.to(device);
   distribute(module);
   return module.parameters();
+}
+/// The same for a TORCH_MODULE holder or a std::shared_ptr.
+template <typename Holder>
+std::vector<torch::Tensor> distributed_parameters(
+    Holder module, torch::Device device = ddp::device(),
+    std::enable_if_t<!std::is_base_of<torch::nn::Module, Holder>::value, int> =
+        0) {
+  return distributed_parameters(*module, device);
 }
 
 namespace testing {
