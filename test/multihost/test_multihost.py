@@ -81,6 +81,7 @@ import hosts  # noqa: E402
 
 PORT = 29500
 RUN_TIMEOUT_S = 120
+EXIT_GRACE_S = 3  # how long a just-killed process may still be listed
 TOLERANCE = 1e-5
 # Variables of an outer launcher that would confuse the ranks or the
 # reference.
@@ -204,21 +205,16 @@ def check_job(checks, args, work, n_hosts, placement, per_rank_batch,
     with hosts.Hosts(n_hosts, rate=rate) as h:
         results = run_job(args, h, placement, per_rank_batch, out, master,
                           extra_env)
-        # Every process the job started has ended with its ddprun.
-        leftovers = {}
-        for i in range(n_hosts):
-            pids = hosts._sh("ip", "netns", "pids", h.netns(i),
-                             check=False).split()
-            holder = str(h.holders[i].pid)
-            leftovers[i] = [p for p in pids if p != holder]
-        shm_left = [h.run(i, ["sh", "-c", "ls /dev/shm"]).stdout.split()
-                    for i in range(n_hosts)]
+        # Every process the job started has ended with its ddprun (which
+        # waits for its workers: no grace).
+        leftovers, shm_left = left_on_hosts(h, grace=0)
     for node, code, output in results:
         checks.record(f"node{node}-exit-0", code == 0,
                       f"exit {code}\n{output[-3000:]}")
     checks.record("no-process-left", not any(leftovers.values()),
                   f"{leftovers}")
-    checks.record("no-shm-segment-left", not any(shm_left), f"{shm_left}")
+    checks.record("no-shm-segment-left", not any(shm_left.values()),
+                  f"{shm_left}")
     ranks = {}
     for r in range(world):
         path = f"{out}.rank{r}"
@@ -419,16 +415,25 @@ def worker_pid(h, host, rank, probe):
     return None
 
 
-def left_on_hosts(h, ignore=()):
+def pids_on_host(h, i, ignore=()):
+    """The pids in host i's namespace other than its holder and `ignore`."""
+    pids = hosts._sh("ip", "netns", "pids", h.netns(i), check=False).split()
+    return [p for p in pids if p != str(h.holders[i].pid) and p not in ignore]
+
+
+def left_on_hosts(h, ignore=(), grace=EXIT_GRACE_S):
     """({host: pids other than the holder and `ignore`}, {host: /dev/shm
-    entries})."""
-    procs, shm = {}, {}
-    for i in range(h.n):
-        pids = hosts._sh("ip", "netns", "pids", h.netns(i),
-                         check=False).split()
-        procs[i] = [p for p in pids
-                    if p != str(h.holders[i].pid) and p not in ignore]
-        shm[i] = h.run(i, ["sh", "-c", "ls /dev/shm"]).stdout.split()
+    entries}). A process SIGKILLed a moment ago is still listed while the
+    kernel tears it down (a LibTorch worker's address space takes a while),
+    so a pid counts as left only if it is still there `grace` seconds on."""
+    deadline = time.monotonic() + grace
+    while True:
+        procs = {i: pids_on_host(h, i, ignore) for i in range(h.n)}
+        if not any(procs.values()) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    shm = {i: h.run(i, ["sh", "-c", "ls /dev/shm"]).stdout.split()
+           for i in range(h.n)}
     return procs, shm
 
 
@@ -545,10 +550,19 @@ def check_fault_case(checks, args, case):
             hosts._sh("ip", "netns", "exec", h.netns(1), "ip", "link", "set",
                       "eth0", "up")
         elif case == "fault-store-gone":
-            for pid in hosts._sh("ip", "netns", "pids", h.netns(0),
-                                 check=False).split():
-                if pid != str(h.holders[0].pid):
-                    os.kill(int(pid), signal.SIGKILL)
+            # Until none is left: a process forked while the list was read
+            # would escape a single pass.
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                pids = pids_on_host(h, 0)
+                if not pids:
+                    break
+                for pid in pids:
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                time.sleep(0.05)
             check_fault(checks, nodes, fault_at, [None, 1], [
                 None, rf"lost node 0's ddprun at {h.addr(0)}:{PORT}: it "
                 r"closed its connection"], h)
