@@ -7,16 +7,22 @@
 //   for (int64_t i = A; i < N; i += S) { ... x.narrow(0, i, len) ... }
 //   for (int64_t i : ddp::batch_starts(A, N, S)) { ... }
 //
-// Shown when: the counter is declared by the loop (an integer), tested with
-// `<` and stepped with `+=`; N and S change nowhere in the loop and call
-// nothing but size queries; the loop trains (it calls backward(), here or
-// through the program's functions); nothing leaves it early (no break,
-// continue, return or goto of its own: ranks would step a different number of
-// times); and every use of the counter is inside the arguments of narrow,
-// slice, index_select, index, at::indexing::Slice or std::min/std::max, as
-// arithmetic. Anything else stays as it is: correct (every rank trains on
-// every batch), and the flow checks' `non-torch-loader` note says the
-// speed-up is lost.
+// The header may also be `i <= N`, `i + K <= N` (whole batches only),
+// `N > i`, `i != N` (step 1), stepped by `++i`, `i++` or `i = i + S`.
+//
+// Shown when: the counter is declared by the loop (an integer); N, K and S
+// change nowhere in the loop and call nothing but size queries; the loop
+// trains (it calls backward(), here or through the program's functions);
+// nothing leaves it early (no break, continue, return or goto of its own:
+// ranks would step a different number of times); no tensor carries over from
+// one batch to the next (a recurrent model's hidden state: each rank would
+// feed it batches that do not follow each other); and every use of the
+// counter ends, through arithmetic and local integers that do nothing else,
+// in the arguments of narrow, slice, index_select, index,
+// at::indexing::Slice or std::min/std::max (a batch's bound or size), or as
+// the position in a std::vector of tensors (`xs[i]` of `x.split(batch)`). Anything else stays as it is: correct (every
+// rank trains on every batch), and the flow checks' `non-torch-loader` note
+// says the speed-up is lost and why.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +32,7 @@
 #include "clang/AST/ParentMapContext.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
 #include "clang/Lex/Lexer.h"
+#include <functional>
 #include <set>
 
 using namespace clang;
@@ -52,19 +59,47 @@ std::string calleeName(const CallExpr *Call) {
   return "";
 }
 
-/// A call that picks a batch out of a tensor, or computes its bounds.
-bool picksBatch(const CallExpr *Call) {
+/// A call that cuts a batch out of a tensor.
+bool cutsBatch(const CallExpr *Call) {
   std::string Name = calleeName(Call);
   return Name == "narrow" || Name == "slice" || Name == "index_select" ||
-         Name == "index" || Name == "std::min" || Name == "std::max" ||
-         Name == "at::narrow" || Name == "at::slice" ||
+         Name == "index" || Name == "at::narrow" || Name == "at::slice" ||
          Name == "at::index_select" || Name == "torch::narrow" ||
          Name == "torch::index_select";
 }
 
-bool cutsTensor(const CallExpr *Call) {
+/// A call that computes a batch's bound or size.
+bool computesBound(const CallExpr *Call) {
   std::string Name = calleeName(Call);
-  return Name != "std::min" && Name != "std::max";
+  return Name == "std::min" || Name == "std::max";
+}
+
+/// Whether T is a std::vector of tensors (`x.split(batch)`, `x.chunk(n)`).
+bool isTensorVector(QualType T) {
+  const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
+  const auto *Spec =
+      dyn_cast_or_null<ClassTemplateSpecializationDecl>(Record);
+  if (!Spec || Spec->getQualifiedNameAsString() != "std::vector" ||
+      Spec->getTemplateArgs().size() < 1 ||
+      Spec->getTemplateArgs()[0].getKind() != TemplateArgument::Type)
+    return false;
+  const CXXRecordDecl *Element =
+      Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl();
+  return Element && Element->getQualifiedNameAsString() == "at::Tensor";
+}
+
+/// Whether T holds a tensor: a tensor, or a pair, tuple or vector of them.
+bool holdsTensor(QualType T) {
+  const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
+  if (!Record)
+    return false;
+  if (Record->getQualifiedNameAsString() == "at::Tensor")
+    return true;
+  if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(Record))
+    for (const TemplateArgument &Arg : Spec->getTemplateArgs().asArray())
+      if (Arg.getKind() == TemplateArgument::Type && holdsTensor(Arg.getAsType()))
+        return true;
+  return false;
 }
 
 bool isSliceConstruction(const Expr *E) {
@@ -173,44 +208,146 @@ void referencesTo(const Stmt *S, const VarDecl *Counter,
     referencesTo(Child, Counter, Out);
 }
 
-/// Whether the reference Use only feeds the bounds of a batch: arithmetic up
-/// to an argument of a call that picks a batch. Cuts is set when that call
-/// cuts a tensor.
-bool onlyPicksBatch(ASTContext &Context, const DeclRefExpr *Use, bool &Cuts) {
-  DynTypedNode Node = DynTypedNode::create(*Use);
-  for (int Depth = 0; Depth < 16; ++Depth) {
-    DynTypedNodeList Parents = Context.getParents(Node);
-    if (Parents.empty())
+/// Whether the counter's uses only pick batches: each ends, through
+/// arithmetic and local integers that do nothing else, in an argument of a
+/// call that cuts a tensor or computes a bound, or as the position in a
+/// vector of tensors. Cuts is set when one does cut.
+class BatchPicking {
+public:
+  BatchPicking(ASTContext &Context, const Stmt *Body, const Invariance &Fixed)
+      : Context(Context), Body(Body), Fixed(Fixed) {}
+
+  bool onlyPicks(const VarDecl *Var, int Depth = 0) {
+    if (Depth > 4)
       return false;
-    const Expr *Parent = Parents[0].get<Expr>();
-    if (!Parent)
-      return false;
-    if (const auto *Call = dyn_cast<CallExpr>(Parent)) {
-      // The object of `x.narrow(...)` is the tensor, not a bound.
-      if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
-        if (Member->getImplicitObjectArgument() == Node.get<Expr>())
-          return false;
-      if (!picksBatch(Call))
-        return false;
-      Cuts |= cutsTensor(Call);
-      return true;
-    }
-    if (isSliceConstruction(Parent)) {
-      Cuts = true;
-      return true;
-    }
-    if (const auto *Binary = dyn_cast<BinaryOperator>(Parent)) {
-      if (!Binary->isAdditiveOp() && !Binary->isMultiplicativeOp())
-        return false;
-    } else if (!isa<ImplicitCastExpr, ParenExpr, CXXFunctionalCastExpr,
-                    CStyleCastExpr, CXXStaticCastExpr, MaterializeTemporaryExpr,
-                    CXXBindTemporaryExpr, CXXConstructExpr, InitListExpr,
-                    CXXStdInitializerListExpr>(Parent)) {
-      return false;
-    }
-    Node = Parents[0];
+    std::vector<const DeclRefExpr *> Uses;
+    referencesTo(Body, Var, Uses);
+    bool Only = true;
+    for (const DeclRefExpr *Use : Uses)
+      Only &= usePicks(Use, Depth);
+    return Only;
   }
-  return false;
+
+  bool Cuts = false;
+
+private:
+  bool usePicks(const DeclRefExpr *Use, int Depth) {
+    DynTypedNode Node = DynTypedNode::create(*Use);
+    for (int Steps = 0; Steps < 24; ++Steps) {
+      DynTypedNodeList Parents = Context.getParents(Node);
+      if (Parents.empty())
+        return false;
+      // `const int64_t end = std::min(i + batch, n);`: a local integer
+      // that must itself only pick batches.
+      if (const auto *Local = Parents[0].get<VarDecl>()) {
+        if (!Local->isLocalVarDecl() || !Local->getType()->isIntegerType() ||
+            Fixed.assigns(Local))
+          return false;
+        return onlyPicks(Local, Depth + 1);
+      }
+      const Expr *Parent = Parents[0].get<Expr>();
+      if (!Parent)
+        return false;
+      if (const auto *Subscript = dyn_cast<CXXOperatorCallExpr>(Parent)) {
+        // `xs[i]` of `auto xs = x.split(batch);`
+        if (Subscript->getOperator() != OO_Subscript ||
+            Subscript->getNumArgs() != 2 ||
+            Subscript->getArg(1) != Node.get<Expr>() ||
+            !isTensorVector(Subscript->getArg(0)->getType()))
+          return false;
+        Cuts = true;
+        return true;
+      }
+      if (const auto *Call = dyn_cast<CallExpr>(Parent)) {
+        // The object of `x.narrow(...)` is the tensor, not a bound.
+        if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
+          if (Member->getImplicitObjectArgument() == Node.get<Expr>())
+            return false;
+        if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
+          if (calleeName(Call) == "at" &&
+              isTensorVector(Member->getImplicitObjectArgument()->getType())) {
+            Cuts = true;
+            return true;
+          }
+        if (cutsBatch(Call)) {
+          Cuts = true;
+          return true;
+        }
+        // A batch's bound or size (`std::min(batch, n - i)`) may also weigh
+        // a metric: its value is this rank's batch's.
+        return computesBound(Call);
+      } else if (isSliceConstruction(Parent)) {
+        Cuts = true;
+        return true;
+      } else if (const auto *Binary = dyn_cast<BinaryOperator>(Parent)) {
+        if (!Binary->isAdditiveOp() && !Binary->isMultiplicativeOp())
+          return false;
+      } else if (!isa<ImplicitCastExpr, ParenExpr, CXXFunctionalCastExpr,
+                      CStyleCastExpr, CXXStaticCastExpr,
+                      MaterializeTemporaryExpr, CXXBindTemporaryExpr,
+                      ExprWithCleanups, CXXConstructExpr, InitListExpr,
+                      CXXStdInitializerListExpr>(Parent)) {
+        return false;
+      }
+      Node = Parents[0];
+    }
+    return false;
+  }
+
+  ASTContext &Context;
+  const Stmt *Body;
+  const Invariance &Fixed;
+};
+
+/// A variable of the enclosing scope that holds a tensor and that the loop
+/// reads before it assigns it, or assigns from itself: a value carried from
+/// one batch to the next (`hidden = model->forward(x, hidden)`). Sums made
+/// with `+=` are not carried state.
+const VarDecl *carriedTensor(const Stmt *Body) {
+  struct Assignment {
+    const VarDecl *Var;
+    const Expr *Value;
+    SourceLocation At;
+  };
+  std::vector<Assignment> Assignments;
+  std::function<void(const Stmt *)> Collect = [&](const Stmt *S) {
+    if (!S || isa<LambdaExpr>(S))
+      return;
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S)) {
+      if (Op->getOperator() == OO_Equal && Op->getNumArgs() == 2)
+        if (const VarDecl *Var = varOf(Op->getArg(0)))
+          Assignments.push_back({Var, Op->getArg(1), Op->getBeginLoc()});
+    } else if (const auto *Binary = dyn_cast<BinaryOperator>(S)) {
+      if (Binary->getOpcode() == BO_Assign)
+        if (const VarDecl *Var = varOf(Binary->getLHS()))
+          Assignments.push_back({Var, Binary->getRHS(), Binary->getBeginLoc()});
+    }
+    for (const Stmt *Child : S->children())
+      Collect(Child);
+  };
+  Collect(Body);
+  for (const Assignment &A : Assignments) {
+    const VarDecl *Var = A.Var;
+    if (!holdsTensor(Var->getType()) ||
+        (Var->getBeginLoc() >= Body->getBeginLoc() &&
+         Var->getBeginLoc() <= Body->getEndLoc()))
+      continue;
+    std::vector<const DeclRefExpr *> Reads;
+    referencesTo(A.Value, Var, Reads);
+    if (!Reads.empty())
+      return Var;
+    // A read before the first assignment in the body's order.
+    SourceLocation First = A.At;
+    for (const Assignment &Other : Assignments)
+      if (Other.Var == Var && Other.At < First)
+        First = Other.At;
+    std::vector<const DeclRefExpr *> Uses;
+    referencesTo(Body, Var, Uses);
+    for (const DeclRefExpr *Use : Uses)
+      if (Use->getBeginLoc() < First)
+        return Var;
+  }
+  return nullptr;
 }
 
 } // namespace
@@ -231,43 +368,83 @@ HandBatchLoop handBatchLoop(ASTContext &Context, const ForStmt *Loop,
   if (!Counter || !Counter->getInit() || !Counter->getType()->isIntegerType() ||
       Counter->getType().isConstQualified())
     return HandBatchLoop();
-  // `i < N`
-  const auto *Cond = dyn_cast_or_null<BinaryOperator>(strip(Loop->getCond()));
-  if (!Cond || Cond->getOpcode() != BO_LT || varOf(Cond->getLHS()) != Counter)
-    return HandBatchLoop();
-  // `i += S`
+  // `i += S`, `i = i + S`, `++i`, `i++`
   const Expr *Inc = Loop->getInc() ? Loop->getInc()->IgnoreImplicit() : nullptr;
-  const auto *Step = dyn_cast_or_null<CompoundAssignOperator>(Inc);
-  if (!Step || Step->getOpcode() != BO_AddAssign ||
-      varOf(Step->getLHS()) != Counter)
+  const Expr *StepBy = nullptr;
+  bool UnitStep = false;
+  if (const auto *Step = dyn_cast_or_null<CompoundAssignOperator>(Inc)) {
+    if (Step->getOpcode() == BO_AddAssign && varOf(Step->getLHS()) == Counter)
+      StepBy = Step->getRHS();
+  } else if (const auto *Step = dyn_cast_or_null<UnaryOperator>(Inc)) {
+    UnitStep = Step->isIncrementOp() && varOf(Step->getSubExpr()) == Counter;
+  } else if (const auto *Step = dyn_cast_or_null<BinaryOperator>(Inc)) {
+    const auto *Sum = dyn_cast<BinaryOperator>(strip(Step->getRHS()));
+    if (Step->getOpcode() == BO_Assign && varOf(Step->getLHS()) == Counter &&
+        Sum && Sum->getOpcode() == BO_Add) {
+      if (varOf(Sum->getLHS()) == Counter)
+        StepBy = Sum->getRHS();
+      else if (varOf(Sum->getRHS()) == Counter)
+        StepBy = Sum->getLHS();
+    }
+  }
+  if (!StepBy && !UnitStep)
     return HandBatchLoop();
+  // `i < N`, `N > i`, `i <= N`, `i + K <= N`, `i != N` (step 1)
+  const auto *Cond = dyn_cast_or_null<BinaryOperator>(strip(Loop->getCond()));
+  if (!Cond)
+    return HandBatchLoop();
+  BinaryOperatorKind Op = Cond->getOpcode();
+  const Expr *CounterSide = Cond->getLHS(), *Bound = Cond->getRHS();
+  if (Op == BO_GT || Op == BO_GE) {
+    std::swap(CounterSide, Bound);
+    Op = Op == BO_GT ? BO_LT : BO_LE;
+  }
+  if (Op == BO_NE && UnitStep)
+    Op = BO_LT;
+  if (Op != BO_LT && Op != BO_LE)
+    return HandBatchLoop();
+  const Expr *Ahead = nullptr; // K of `i + K < N`
+  if (varOf(CounterSide) != Counter) {
+    const auto *Sum = dyn_cast<BinaryOperator>(strip(CounterSide));
+    if (!Sum || Sum->getOpcode() != BO_Add)
+      return HandBatchLoop();
+    if (varOf(Sum->getLHS()) == Counter)
+      Ahead = Sum->getRHS();
+    else if (varOf(Sum->getRHS()) == Counter)
+      Ahead = Sum->getLHS();
+    else
+      return HandBatchLoop();
+  }
 
   // The counter picks batches out of tensors, nothing else.
-  std::vector<const DeclRefExpr *> Uses;
-  referencesTo(Loop->getBody(), Counter, Uses);
-  bool Cuts = false, OnlyPicks = true;
-  for (const DeclRefExpr *Use : Uses)
-    OnlyPicks &= onlyPicksBatch(Context, Use, Cuts);
-  if (!Cuts || !Oracle.trains(Loop->getBody()))
+  Invariance Fixed(Loop->getBody());
+  BatchPicking Picking(Context, Loop->getBody(), Fixed);
+  bool OnlyPicks = Picking.onlyPicks(Counter);
+  if (!Picking.Cuts || !Oracle.trains(Loop->getBody()))
     return HandBatchLoop();
 
-  Invariance Fixed(Loop->getBody());
   if (earlyExit(Loop->getBody(), false))
     return Refuse("it can stop early (a break, continue, return or goto of "
                   "its own), so ranks could step a different number of times");
   if (Fixed.assigns(Counter))
     return Refuse("its counter is changed inside the loop");
-  if (!Fixed.holds(Cond->getRHS()) || !Fixed.holds(Step->getRHS()) ||
-      !Fixed.holds(Counter->getInit()))
+  if (!Fixed.holds(Bound) || (StepBy && !Fixed.holds(StepBy)) ||
+      (Ahead && !Fixed.holds(Ahead)) || !Fixed.holds(Counter->getInit()))
     return Refuse("its bound or step may change while it runs");
   if (!OnlyPicks)
     return Refuse("its counter does more than pick the batch (a test, an "
                   "output, an index of its own), which would differ by rank");
+  if (const VarDecl *Carried = carriedTensor(Loop->getBody()))
+    return Refuse("it carries '" + Carried->getNameAsString() +
+                  "' from one batch to the next (a hidden state), and each "
+                  "rank's batches would not follow each other");
   Result.Loop = Loop;
   Result.Counter = Counter;
   Result.Begin = Counter->getInit();
-  Result.End = Cond->getRHS();
-  Result.Step = Step->getRHS();
+  Result.End = Bound;
+  Result.Ahead = Ahead;
+  Result.Inclusive = Op == BO_LE;
+  Result.Step = StepBy;
   return Result;
 }
 
@@ -331,15 +508,36 @@ public:
                                             Batches.Counter->getLocation()),
               SM, Context.getLangOpts())
               .str();
-      for (const Expr *Part : {Batches.Begin, Batches.End, Batches.Step})
-        if (Part->getBeginLoc().isMacroID() || Part->getEndLoc().isMacroID())
+      for (const Expr *Part :
+           {Batches.Begin, Batches.End, Batches.Step, Batches.Ahead})
+        if (Part &&
+            (Part->getBeginLoc().isMacroID() || Part->getEndLoc().isMacroID()))
           return;
-      F.Edits.push_back({F.Offset, F.Length,
-                         Type + Batches.Counter->getNameAsString() +
-                             " : ddp::batch_starts(" +
-                             Text(Batches.Begin->getSourceRange()) + ", " +
-                             Text(Batches.End->getSourceRange()) + ", " +
-                             Text(Batches.Step->getSourceRange()) + ")"});
+      // The exclusive end of the counter's range: `i + K <= N` is
+      // `i < N - K + 1`.
+      auto Operand = [&](const Expr *E) {
+        std::string Spelled = Text(E->getSourceRange());
+        const Expr *Bare = E->IgnoreImpCasts();
+        return isa<DeclRefExpr, IntegerLiteral, CallExpr, MemberExpr,
+                   ParenExpr>(Bare)
+                   ? Spelled
+                   : "(" + Spelled + ")";
+      };
+      std::string End = Text(Batches.End->getSourceRange());
+      if (Batches.Ahead || Batches.Inclusive) {
+        End = Operand(Batches.End);
+        if (Batches.Ahead)
+          End += " - " + Operand(Batches.Ahead);
+        if (Batches.Inclusive)
+          End += " + 1";
+      }
+      F.Edits.push_back(
+          {F.Offset, F.Length,
+           Type + Batches.Counter->getNameAsString() + " : ddp::batch_starts(" +
+               Text(Batches.Begin->getSourceRange()) + ", " + End + ", " +
+               (Batches.Step ? Text(Batches.Step->getSourceRange())
+                             : std::string("1")) +
+               ")"});
     }
     Findings.push_back(std::move(F));
   }

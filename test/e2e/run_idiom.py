@@ -194,7 +194,11 @@ IDIOMS = {
         exe="manual_slices", args=lambda b, i: [str(b)], models=1,
         edited={"main.cpp": [
             r"for \(int64_t start : ddp::batch_starts\(0, n, batch\)\)",
-            r"epoch_loss = ddp::all_reduce\(epoch_loss\);"]}),
+            r"epoch_loss = ddp::all_reduce\(epoch_loss\);",
+            r"for \(int64_t b : ddp::batch_starts\(0, batches, 1\)\)",
+            r"for \(size_t k : ddp::batch_starts\(0, input_pieces.size\(\), "
+            r"1\)\)",
+            r"non-torch-loader: .*\n *for \(int step = 0; step < 3; \+\+step\)"]}),
     # A whole CMake code base (issue 12) in several folders: a static
     # library (C++14) from file(GLOB) in a subdirectory whose header changes,
     # app/ through aux_source_directory, a source listed in an include()d

@@ -21,12 +21,15 @@
 
 namespace ddpify {
 
-/// A loop `for (T Counter = Begin; Counter < End; Counter += Step)` that
-/// trains and whose counter only picks a batch out of tensors.
+/// A loop `for (T Counter = Begin; Counter [+ Ahead] < End; Counter += Step)`
+/// (`<=` when Inclusive; a null Step is `++Counter`) that trains and whose
+/// counter only picks a batch out of tensors.
 struct HandBatchLoop {
   const clang::ForStmt *Loop = nullptr;
   const clang::VarDecl *Counter = nullptr;
   const clang::Expr *Begin = nullptr, *End = nullptr, *Step = nullptr;
+  const clang::Expr *Ahead = nullptr;
+  bool Inclusive = false;
 };
 
 /// Loop as a HandBatchLoop, or why it is not one (empty Why and a null Loop

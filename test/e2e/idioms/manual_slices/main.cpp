@@ -1,6 +1,7 @@
 // Fits a small network to a 1-D signal with no data loader: the whole data
 // set is in two tensors, shuffled by the program each epoch and cut into
-// batches with narrow/slice in an index loop.
+// batches with narrow/slice in an index loop; then fine-tuned over batch
+// numbers, over the pieces of split(), and on the full set.
 // Usage: manual_slices [batch_size]
 #include <torch/torch.h>
 
@@ -57,6 +58,32 @@ int main(int argc, char **argv) {
     }
     std::printf("epoch %d train_loss %.6f\n", epoch, epoch_loss / n);
   }
+  // Fine-tuning: whole batches numbered one by one, then the pieces of
+  // split() walked by position, then a few full-batch steps.
+  const int64_t batches = n / batch;
+  for (int64_t b = 0; b < batches; ++b) {
+    const int64_t first = b * batch;
+    optimizer.zero_grad();
+    auto loss =
+        torch::mse_loss(model->forward(inputs.slice(0, first, first + batch)),
+                        targets.narrow(0, first, batch));
+    loss.backward();
+    optimizer.step();
+  }
+  auto input_pieces = inputs.split(batch);
+  auto target_pieces = targets.split(batch);
+  for (size_t k = 0; k < input_pieces.size(); k++) {
+    optimizer.zero_grad();
+    torch::mse_loss(model->forward(input_pieces[k]), target_pieces[k])
+        .backward();
+    optimizer.step();
+  }
+  for (int step = 0; step < 3; ++step) {
+    optimizer.zero_grad();
+    torch::mse_loss(model->forward(inputs), targets).backward();
+    optimizer.step();
+  }
+
   torch::NoGradGuard no_grad;
   const double mse =
       torch::mse_loss(model->forward(inputs), targets).item<double>();

@@ -48,6 +48,46 @@ int main() {
       loss.backward();
       optimizer.step();
     }
+
+    // A batch number stepped by one, its bounds in a local integer.
+    const int64_t batches = n / batch;
+    for (int b = 0; b < batches; b++) {
+      const int64_t first = b * batch;
+      auto loss = torch::mse_loss(model->forward(x.slice(0, first, first + batch)),
+                                  y.slice(0, b * batch, (b + 1) * batch));
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+    }
+
+    // Whole batches only.
+    for (int64_t i = 0; i + batch <= n; i = i + batch) {
+      auto loss = torch::mse_loss(model->forward(x.narrow(0, i, batch)),
+                                  y.narrow(0, i, batch));
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+    }
+
+    // The pieces of split(), walked by position.
+    auto xs = x.split(batch), ys = y.split(batch);
+    for (size_t k = 0; k != xs.size(); ++k) {
+      auto loss = torch::mse_loss(model->forward(xs[k]), ys.at(k));
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+    }
+  }
+
+  // Left alone: a hidden state goes from one window to the next.
+  auto hidden = torch::zeros({1, 1});
+  for (int64_t t = 0; t < n; t += batch) {
+    auto out = model->forward(x.narrow(0, t, batch)) + hidden;
+    auto loss = torch::mse_loss(out, y.narrow(0, t, batch));
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+    hidden = out.mean().detach().view({1, 1});
   }
 
   // Left alone: it can stop early.
