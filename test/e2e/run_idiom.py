@@ -418,6 +418,7 @@ def main():
                         "--build-dir; a runtime-only build names another's)")
     parser.add_argument("--torch-dir", help="the LibTorch (TorchConfig.cmake "
                         "folder) both programs are built against")
+    rx.add_pch_cache_argument(parser)
     args = parser.parse_args()
 
     name = args.idiom
@@ -510,7 +511,7 @@ def main():
     code, out, err = rx.run([
         "cmake", "-S", migrated, "-B", mig_build, "-G", args.generator,
         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
-        *rx.torch_args(args, args.build_dir),
+        *rx.torch_args(args, args.build_dir), *rx.launcher_args(args),
         f"-DCMAKE_PROJECT_INCLUDE={os.path.join(HERE, 'link_hook.cmake')}",
         f"-DDDPIFY_E2E_HOOK_OBJECT={os.path.abspath(args.hook_object)}"],
         env=env, timeout=rx.BUILD_TIMEOUT_S,
