@@ -20,9 +20,9 @@
 // counter ends, through arithmetic and local integers that do nothing else,
 // in the arguments of narrow, slice, index_select, index,
 // at::indexing::Slice or std::min/std::max (a batch's bound or size), or as
-// the position in a std::vector of tensors (`xs[i]` of `x.split(batch)`). Anything else stays as it is: correct (every
-// rank trains on every batch), and the flow checks' `non-torch-loader` note
-// says the speed-up is lost and why.
+// the position in a std::vector of tensors (`xs[i]` of `x.split(batch)`).
+// Anything else stays as it is: correct (every rank trains on every batch), and
+// the flow checks' `non-torch-loader` note says the speed-up is lost and why.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,13 +59,38 @@ std::string calleeName(const CallExpr *Call) {
   return "";
 }
 
-/// A call that cuts a batch out of a tensor.
-bool cutsBatch(const CallExpr *Call) {
-  std::string Name = calleeName(Call);
-  return Name == "narrow" || Name == "slice" || Name == "index_select" ||
-         Name == "index" || Name == "at::narrow" || Name == "at::slice" ||
-         Name == "at::index_select" || Name == "torch::narrow" ||
-         Name == "torch::index_select";
+/// Where a value lands in a call that cuts a batch out of a tensor.
+enum class CutArgument { None, Start, Extent };
+
+/// The role of argument Index of Call, when Call cuts a tensor: the start
+/// of `narrow(dim, start, length)`, `slice(dim, start, end)`,
+/// `select(dim, index)`, `index({i, ...})` (and their at::/torch:: forms,
+/// whose tensor comes first), or their length or end.
+CutArgument cutArgument(const CallExpr *Call, unsigned Index) {
+  std::string Callee = calleeName(Call);
+  llvm::StringRef Name = Callee;
+  bool Member = isa<CXXMemberCallExpr>(Call);
+  if (!Member) {
+    if (Index == 0 ||
+        !(Name.consume_front("at::") || Name.consume_front("torch::")))
+      return CutArgument::None;
+    --Index; // the tensor
+  }
+  if (Name == "narrow" || Name == "slice")
+    return Index == 1   ? CutArgument::Start
+           : Index == 2 ? CutArgument::Extent
+                        : CutArgument::None;
+  if (Name == "select")
+    return Index == 1 ? CutArgument::Start : CutArgument::None;
+  if (Name == "index" && Member)
+    return Index == 0 ? CutArgument::Start : CutArgument::None;
+  return CutArgument::None;
+}
+
+/// Whether E is of type at::Tensor.
+bool isTensor(const Expr *E) {
+  const auto *Record = E->getType().getNonReferenceType()->getAsCXXRecordDecl();
+  return Record && Record->getQualifiedNameAsString() == "at::Tensor";
 }
 
 /// A call that computes a batch's bound or size.
@@ -77,8 +102,7 @@ bool computesBound(const CallExpr *Call) {
 /// Whether T is a std::vector of tensors (`x.split(batch)`, `x.chunk(n)`).
 bool isTensorVector(QualType T) {
   const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
-  const auto *Spec =
-      dyn_cast_or_null<ClassTemplateSpecializationDecl>(Record);
+  const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(Record);
   if (!Spec || Spec->getQualifiedNameAsString() != "std::vector" ||
       Spec->getTemplateArgs().size() < 1 ||
       Spec->getTemplateArgs()[0].getKind() != TemplateArgument::Type)
@@ -97,7 +121,8 @@ bool holdsTensor(QualType T) {
     return true;
   if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(Record))
     for (const TemplateArgument &Arg : Spec->getTemplateArgs().asArray())
-      if (Arg.getKind() == TemplateArgument::Type && holdsTensor(Arg.getAsType()))
+      if (Arg.getKind() == TemplateArgument::Type &&
+          holdsTensor(Arg.getAsType()))
         return true;
   return false;
 }
@@ -248,12 +273,13 @@ private:
       const Expr *Parent = Parents[0].get<Expr>();
       if (!Parent)
         return false;
+      const Expr *Child = Node.get<Expr>();
       if (const auto *Subscript = dyn_cast<CXXOperatorCallExpr>(Parent)) {
-        // `xs[i]` of `auto xs = x.split(batch);`
+        // `xs[i]` of `auto xs = x.split(batch);`, or sample i of `x[i]`.
         if (Subscript->getOperator() != OO_Subscript ||
-            Subscript->getNumArgs() != 2 ||
-            Subscript->getArg(1) != Node.get<Expr>() ||
-            !isTensorVector(Subscript->getArg(0)->getType()))
+            Subscript->getNumArgs() != 2 || Subscript->getArg(1) != Child ||
+            !(isTensorVector(Subscript->getArg(0)->getType()) ||
+              isTensor(Subscript->getArg(0))))
           return false;
         Cuts = true;
         return true;
@@ -261,7 +287,7 @@ private:
       if (const auto *Call = dyn_cast<CallExpr>(Parent)) {
         // The object of `x.narrow(...)` is the tensor, not a bound.
         if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
-          if (Member->getImplicitObjectArgument() == Node.get<Expr>())
+          if (Member->getImplicitObjectArgument() == Child)
             return false;
         if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
           if (calleeName(Call) == "at" &&
@@ -269,15 +295,24 @@ private:
             Cuts = true;
             return true;
           }
-        if (cutsBatch(Call)) {
-          Cuts = true;
-          return true;
-        }
         // A batch's bound or size (`std::min(batch, n - i)`) may also weigh
         // a metric: its value is this rank's batch's.
-        return computesBound(Call);
+        if (computesBound(Call))
+          return true;
+        for (unsigned I = 0; I < Call->getNumArgs(); ++I)
+          if (Call->getArg(I) == Child) {
+            CutArgument Role = cutArgument(Call, I);
+            // Only a start makes the batches disjoint: a counter in the
+            // length alone (`x.narrow(0, 0, (epoch + 1) * 100)`) grows one
+            // window, which ranks must not split.
+            Cuts |= Role == CutArgument::Start;
+            return Role != CutArgument::None;
+          }
+        return false;
       } else if (isSliceConstruction(Parent)) {
-        Cuts = true;
+        const auto *Construct = cast<CXXConstructExpr>(Parent);
+        if (Construct->getNumArgs() > 0 && Construct->getArg(0) == Child)
+          Cuts = true;
         return true;
       } else if (const auto *Binary = dyn_cast<BinaryOperator>(Parent)) {
         if (!Binary->isAdditiveOp() && !Binary->isMultiplicativeOp())

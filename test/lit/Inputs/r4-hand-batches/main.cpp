@@ -79,6 +79,23 @@ int main() {
     }
   }
 
+  // One sample at a time.
+  for (int64_t i = 0; i < n; ++i) {
+    auto loss = torch::mse_loss(model->forward(x[i]), y.select(0, i));
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+  }
+
+  // Left alone: a window that grows with the counter (no batch starts at it).
+  for (int stage = 1; stage <= 4; ++stage) {
+    auto loss = torch::mse_loss(model->forward(x.narrow(0, 0, stage * 64)),
+                                y.slice(0, 0, stage * 64));
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+  }
+
   // Left alone: a hidden state goes from one window to the next.
   auto hidden = torch::zeros({1, 1});
   for (int64_t t = 0; t < n; t += batch) {
