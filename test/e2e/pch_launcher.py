@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A compiler launcher for the end-to-end tests' builds: precompiled LibTorch.
 
-    CMAKE_CXX_COMPILER_LAUNCHER="python3;pch_launcher.py;--cache;DIR[;--then;ccache];--"
+    CMAKE_CXX_COMPILER_LAUNCHER="python3;pch_launcher.py;--cache;DIR;--"
+    CCACHE_PREFIX=DIR/launch  (under ccache: a script that runs the above)
 
 Every program the end-to-end tests build (an example, its migration, an idiom
 program) compiles <torch/torch.h> or <ddp/ddp.h>, which is most of each
@@ -14,10 +15,13 @@ two, builds that header once per set of options that GCC checks (the
 compiler, -std, -D/-U, -f, -m, -O, -g, -pthread) and LibTorch/ddp include
 folders, in `--cache`/KEY/, and puts that folder first on the unit's include
 path (with links to the header's real neighbours: a second #include of it in
-the unit is looked up there). Nothing else changes: a unit whose first include is another header, or
-a header GCC finds invalid, compiles exactly as without the launcher (GCC
+the unit is looked up there). Nothing else changes: a unit whose first
+include is another header, or a header GCC finds invalid, compiles exactly as without the launcher (GCC
 says nothing unless -Winvalid-pch), and no header is added to any unit, so a
-missing #include still fails the build. The key also holds the contents of
+missing #include still fails the build. Under ccache the launcher is
+ccache's prefix: it runs only where ccache compiles (a miss), and ccache
+hashes the unit as without it (its preprocessor reads the headers
+themselves). The key also holds the contents of
 ddp's headers and the LibTorch header's identity, so a changed header gets a
 new precompiled one.
 """
@@ -75,22 +79,26 @@ def split(command):
         if arg in ("-o", "-MF", "-MT", "-MQ"):
             i += 2
             continue
+        # Absolute: ccache hands the compiler paths relative to the build
+        # folder, and the key must not depend on where that is.
         if arg in ("-I", "-isystem", "-iquote", "-idirafter") and value:
             if library_dir(value):
-                includes += [arg, value]
+                includes += [arg, os.path.abspath(value)]
             i += 2
             continue
         for prefix in ("-isystem", "-iquote", "-idirafter", "-I"):
             if arg.startswith(prefix) and len(arg) > len(prefix):
                 if library_dir(arg[len(prefix):]):
-                    includes.append(arg)
+                    includes += [prefix, os.path.abspath(arg[len(prefix):])]
                 break
         else:
             if arg in ("-D", "-U") and value:
                 key += [arg, value]
                 i += 2
                 continue
-            if re.match(r"-(std=|D|U|f|m|O|g|pthread)", arg):
+            # Not the diagnostics' form (ccache adds -fdiagnostics-color).
+            if re.match(r"-(std=|D|U|f|m|O|g|pthread)", arg) and \
+                    not re.match(r"-f(no-)?(diagnostics|message-length)", arg):
                 key.append(arg)
         i += 1
     return key, includes, sources[0]
@@ -183,13 +191,8 @@ def precompiled(cache, compiler, key, includes, header):
 
 def main(argv):
     if "--" not in argv or argv[:1] != ["--cache"] or len(argv) < 4:
-        sys.exit("usage: pch_launcher.py --cache DIR [--then LAUNCHER] -- "
-                 "COMPILER ARGS...")
+        sys.exit("usage: pch_launcher.py --cache DIR -- COMPILER ARGS...")
     cache = os.path.abspath(argv[1])
-    options = argv[2:argv.index("--")]
-    # Another launcher (ccache) for the units compiled without a
-    # precompiled header: ccache does not cache those that use one.
-    then = options[1:2] if options[:1] == ["--then"] else []
     command = argv[argv.index("--") + 1:]
     parts = split(command)
     if parts:
@@ -199,8 +202,6 @@ def main(argv):
             folder = precompiled(cache, command[0], key, includes, header)
             if folder:
                 command = command[:1] + ["-I", folder] + command[1:]
-                then = []
-    command = then + command
     os.execvp(command[0], command)
 
 

@@ -31,6 +31,7 @@ import difflib
 import filecmp
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -329,16 +330,32 @@ def add_pch_cache_argument(parser):
 
 
 def launcher_args(args):
-    """CMake arguments that compile through pch_launcher.py."""
+    """CMake arguments that compile through pch_launcher.py. Under ccache
+    (test.sh's CMAKE_CXX_COMPILER_LAUNCHER) the launcher is ccache's prefix
+    instead: it runs only where ccache misses, so a warm ccache builds no
+    precompiled header, and a cold one compiles with it."""
     if not args.pch_cache:
         return []
-    launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                            "pch_launcher.py")
-    # The launcher test.sh sets (ccache) compiles the units that use none.
-    then = os.environ.get("CMAKE_CXX_COMPILER_LAUNCHER")
-    return [f"-DCMAKE_CXX_COMPILER_LAUNCHER={sys.executable};{launcher};"
-            f"--cache;{os.path.abspath(args.pch_cache)};"
-            + (f"--then;{then};" if then else "") + "--"]
+    launcher = [sys.executable,
+                os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                             "pch_launcher.py"),
+                "--cache", os.path.abspath(args.pch_cache), "--"]
+    if os.path.basename(
+            os.environ.get("CMAKE_CXX_COMPILER_LAUNCHER", "")) == "ccache":
+        # ccache's prefix is one program: a script that runs the launcher.
+        cache = os.path.abspath(args.pch_cache)
+        os.makedirs(cache, exist_ok=True)
+        script = os.path.join(cache, "launch")
+        tmp = f"{script}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write("#!/bin/sh\nexec " +
+                    " ".join(shlex.quote(a) for a in launcher) + ' "$@"\n')
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, script)
+        # The builds inherit this environment.
+        os.environ["CCACHE_PREFIX"] = script
+        return []
+    return ["-DCMAKE_CXX_COMPILER_LAUNCHER=" + ";".join(launcher)]
 
 
 def torch_args(args, build_dir=None):
