@@ -87,11 +87,14 @@ CutArgument cutArgument(const CallExpr *Call, unsigned Index) {
   return CutArgument::None;
 }
 
-/// Whether E is of type at::Tensor.
-bool isTensor(const Expr *E) {
-  const auto *Record = E->getType().getNonReferenceType()->getAsCXXRecordDecl();
+/// Whether T (or what it refers to) is at::Tensor.
+bool isTensorType(QualType T) {
+  const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
   return Record && Record->getQualifiedNameAsString() == "at::Tensor";
 }
+
+/// Whether E is of type at::Tensor.
+bool isTensor(const Expr *E) { return isTensorType(E->getType()); }
 
 /// A call that computes a batch's bound or size.
 bool computesBound(const CallExpr *Call) {
@@ -107,18 +110,14 @@ bool isTensorVector(QualType T) {
       Spec->getTemplateArgs().size() < 1 ||
       Spec->getTemplateArgs()[0].getKind() != TemplateArgument::Type)
     return false;
-  const CXXRecordDecl *Element =
-      Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl();
-  return Element && Element->getQualifiedNameAsString() == "at::Tensor";
+  return isTensorType(Spec->getTemplateArgs()[0].getAsType());
 }
 
 /// Whether T holds a tensor: a tensor, or a pair, tuple or vector of them.
 bool holdsTensor(QualType T) {
-  const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
-  if (!Record)
-    return false;
-  if (Record->getQualifiedNameAsString() == "at::Tensor")
+  if (isTensorType(T))
     return true;
+  const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
   if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(Record))
     for (const TemplateArgument &Arg : Spec->getTemplateArgs().asArray())
       if (Arg.getKind() == TemplateArgument::Type &&

@@ -1089,14 +1089,13 @@ private:
     F.Length = 0;
     F.Names = {"insert", statementsText({Place, Wrap}, StartsLine, Indent)};
     const FunctionDecl *HandedTo = opaqueHandOver(Model, Owner);
-    F.Message =
-        "trained model '" + Name +
-        "' gets no gradient averaging across processes" +
-        (HandedTo && isProjectFunction(HandedTo)
-             ? " and is handed to '" + HandedTo->getNameAsString() +
-                   "' of another unit, which may place it"
-             : " and is not placed on a device") +
-        "; '" + Place + " " + Wrap + "' before it is trained wraps it";
+    F.Message = "trained model '" + Name +
+                "' gets no gradient averaging across processes" +
+                (HandedTo && isProjectFunction(HandedTo)
+                     ? " and is handed to '" + HandedTo->getNameAsString() +
+                           "' of another unit, which may place it"
+                     : " and is not placed on a device") +
+                "; '" + Place + " " + Wrap + "' before it is trained wraps it";
     Findings.push_back(std::move(F));
   }
 
