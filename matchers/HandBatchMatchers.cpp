@@ -20,7 +20,11 @@
 // counter ends, through arithmetic and local integers that do nothing else,
 // in the arguments of narrow, slice, index_select, index,
 // at::indexing::Slice or std::min/std::max (a batch's bound or size), or as
-// the position in a std::vector of tensors (`xs[i]` of `x.split(batch)`).
+// the position in a std::vector of tensors (`xs[i]` of `x.split(batch)`),
+// or only shows or decides progress output (`if (b % 10 == 0) std::cout <<
+// ...`, a printf of the counter: statements that print values that do no
+// work, and reset a figure only they print). Sharded, the main process
+// prints the progress of its own batches.
 // Anything else stays as it is: correct (every rank trains on every batch), and
 // the flow checks' `non-torch-loader` note says the speed-up is lost and why.
 //
@@ -28,6 +32,7 @@
 
 #include "ddpify/HandBatchMatchers.h"
 #include "ddpify/MatcherUtil.h"
+#include "ddpify/Work.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMapContext.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
@@ -118,7 +123,8 @@ bool holdsTensor(QualType T) {
   if (isTensorType(T))
     return true;
   const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
-  if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(Record))
+  if (const auto *Spec =
+          dyn_cast_or_null<ClassTemplateSpecializationDecl>(Record))
     for (const TemplateArgument &Arg : Spec->getTemplateArgs().asArray())
       if (Arg.getKind() == TemplateArgument::Type &&
           holdsTensor(Arg.getAsType()))
@@ -232,6 +238,159 @@ void referencesTo(const Stmt *S, const VarDecl *Counter,
     referencesTo(Child, Counter, Out);
 }
 
+/// Progress output inside the loop: statements that only print, under
+/// conditions that do no work. A counter may decide them (`if (b % 10 == 0)
+/// std::cout << ...`) or be printed: once sharded, the counter differs by
+/// rank, but what it decides then only changes which lines a rank would
+/// print (R7 prints the main process's), never what any rank computes.
+class ProgressOutput {
+public:
+  ProgressOutput(ASTContext &Context, const Stmt *Body)
+      : Context(Context), SM(Context.getSourceManager()), Body(Body) {}
+
+  /// Whether Use lies in an output statement that does no work, or in the
+  /// condition of an `if` whose branches only print.
+  bool holds(const DeclRefExpr *Use) {
+    DynTypedNode Node = DynTypedNode::create(*Use);
+    while (true) {
+      DynTypedNodeList Parents = Context.getParents(Node);
+      if (Parents.empty())
+        return false;
+      if (Parents[0].get<Expr>()) {
+        Node = Parents[0];
+        continue;
+      }
+      const auto *Full = Node.get<Expr>();
+      if (!Full)
+        return false;
+      if (const auto *If = Parents[0].get<IfStmt>())
+        if (If->getCond() == Full)
+          return conditionOnly(If);
+      return onlyPrints(Full);
+    }
+  }
+
+private:
+  bool isProgramFunction(const FunctionDecl *Callee) const {
+    llvm::StringRef Name = Callee->getQualifiedNameAsString();
+    if (Name.starts_with("std::") || Name.starts_with("at::") ||
+        Name.starts_with("c10::") || Name.starts_with("torch::"))
+      return false;
+    // A C library builtin (printf) may be declared with no location.
+    SourceLocation At = Callee->getLocation();
+    return !Callee->getBuiltinID() && At.isValid() &&
+           !SM.isInSystemHeader(SM.getExpansionLoc(At));
+  }
+
+  bool doesNoWork(const Stmt *S) const {
+    return !containsWork(
+        S, [&](const FunctionDecl *F) { return isProgramFunction(F); });
+  }
+
+  bool onlyPrints(const Expr *E) {
+    return isOutputStatement(E) && doesNoWork(E);
+  }
+
+  bool conditionOnly(const IfStmt *If) {
+    return !If->getInit() && !If->getConditionVariable() &&
+           doesNoWork(If->getCond()) && logOnly(If->getThen()) &&
+           logOnly(If->getElse());
+  }
+
+  /// A statement that only prints or keeps a figure it prints.
+  bool logOnly(const Stmt *S) {
+    if (!S || isa<NullStmt>(S))
+      return true;
+    if (const auto *Block = dyn_cast<CompoundStmt>(S)) {
+      for (const Stmt *Child : Block->body())
+        if (!logOnly(Child))
+          return false;
+      return true;
+    }
+    if (const auto *If = dyn_cast<IfStmt>(S))
+      return !If->getInit() && !If->getConditionVariable() &&
+             doesNoWork(If->getCond()) && logOnly(If->getThen()) &&
+             logOnly(If->getElse());
+    const auto *E = dyn_cast<Expr>(S);
+    if (!E)
+      return false;
+    if (isOutputStatement(E))
+      return doesNoWork(E);
+    // `running_loss = 0.0;` after printing it.
+    const auto *Assign = dyn_cast<BinaryOperator>(strip(E));
+    return Assign && Assign->isAssignmentOp() && doesNoWork(Assign->getRHS()) &&
+           isPrintedFigure(Assign->getLHS());
+  }
+
+  /// A local number that the loop only sums, resets and prints, and that
+  /// nothing reads outside the loop: a rank's own progress figure.
+  bool isPrintedFigure(const Expr *Target) {
+    const auto *Ref = dyn_cast_or_null<DeclRefExpr>(strip(Target));
+    const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+    if (!Var || !Var->isLocalVarDecl() || !Var->getType()->isArithmeticType())
+      return false;
+    const auto *Function =
+        dyn_cast_or_null<FunctionDecl>(Var->getParentFunctionOrMethod());
+    if (!Function || !Function->getBody())
+      return false;
+    std::vector<const DeclRefExpr *> Uses;
+    referencesTo(Function->getBody(), Var, Uses);
+    SourceRange Inside = Body->getSourceRange();
+    for (const DeclRefExpr *Use : Uses) {
+      if (SM.isBeforeInTranslationUnit(Use->getBeginLoc(), Inside.getBegin()) ||
+          SM.isBeforeInTranslationUnit(Inside.getEnd(), Use->getBeginLoc()))
+        return false;
+      if (!isAssignedOrPrinted(Use))
+        return false;
+    }
+    return true;
+  }
+
+  bool isAssignedOrPrinted(const DeclRefExpr *Use) {
+    DynTypedNode Node = DynTypedNode::create(*Use);
+    DynTypedNodeList Parents = Context.getParents(Node);
+    while (!Parents.empty() && Parents[0].get<ImplicitCastExpr>()) {
+      Node = Parents[0];
+      Parents = Context.getParents(Node);
+    }
+    if (!Parents.empty())
+      if (const auto *Assign = Parents[0].get<BinaryOperator>())
+        if (Assign->isAssignmentOp() && strip(Assign->getLHS()) == Use)
+          return doesNoWork(Assign->getRHS());
+    // Read in an output statement (or the condition of one).
+    while (!Parents.empty() && Parents[0].get<Expr>()) {
+      Node = Parents[0];
+      Parents = Context.getParents(Node);
+    }
+    const auto *Full = Node.get<Expr>();
+    if (!Full || Parents.empty())
+      return false;
+    if (const auto *If = Parents[0].get<IfStmt>())
+      if (If->getCond() == Full)
+        return doesNoWork(Full) && onlyOutputs(If->getThen()) &&
+               onlyOutputs(If->getElse());
+    return isOutputStatement(Full) && doesNoWork(Full);
+  }
+
+  /// Statements that only print (no figures of their own).
+  bool onlyOutputs(const Stmt *S) {
+    if (!S || isa<NullStmt>(S))
+      return true;
+    if (const auto *Block = dyn_cast<CompoundStmt>(S)) {
+      for (const Stmt *Child : Block->body())
+        if (!onlyOutputs(Child))
+          return false;
+      return true;
+    }
+    const auto *E = dyn_cast<Expr>(S);
+    return E && isOutputStatement(E) && doesNoWork(E);
+  }
+
+  ASTContext &Context;
+  const SourceManager &SM;
+  const Stmt *Body;
+};
+
 /// Whether the counter's uses only pick batches: each ends, through
 /// arithmetic and local integers that do nothing else, in an argument of a
 /// call that cuts a tensor or computes a bound, or as the position in a
@@ -239,7 +398,7 @@ void referencesTo(const Stmt *S, const VarDecl *Counter,
 class BatchPicking {
 public:
   BatchPicking(ASTContext &Context, const Stmt *Body, const Invariance &Fixed)
-      : Context(Context), Body(Body), Fixed(Fixed) {}
+      : Context(Context), Body(Body), Fixed(Fixed), Progress(Context, Body) {}
 
   bool onlyPicks(const VarDecl *Var, int Depth = 0) {
     if (Depth > 4)
@@ -256,6 +415,8 @@ public:
 
 private:
   bool usePicks(const DeclRefExpr *Use, int Depth) {
+    if (Progress.holds(Use))
+      return true;
     DynTypedNode Node = DynTypedNode::create(*Use);
     for (int Steps = 0; Steps < 24; ++Steps) {
       DynTypedNodeList Parents = Context.getParents(Node);
@@ -331,6 +492,7 @@ private:
   ASTContext &Context;
   const Stmt *Body;
   const Invariance &Fixed;
+  ProgressOutput Progress;
 };
 
 /// A variable of the enclosing scope that holds a tensor and that the loop

@@ -19,6 +19,7 @@
 
 #include "ddpify/OutputMatchers.h"
 #include "ddpify/MatcherUtil.h"
+#include "ddpify/Work.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMapContext.h"
@@ -396,17 +397,6 @@ bool mentionsMainProcessCheck(const Stmt *S) {
 }
 
 constexpr llvm::StringLiteral MainProcessGuard = "if (ddp::is_main_process())";
-
-bool isIncrementOrAssignment(const Expr *E) {
-  if (const auto *Unary = dyn_cast<UnaryOperator>(E))
-    return Unary->isIncrementDecrementOp();
-  if (const auto *Binary = dyn_cast<BinaryOperator>(E))
-    return Binary->isAssignmentOp();
-  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E))
-    return Op->isAssignmentOp() || Op->getOperator() == OO_PlusPlus ||
-           Op->getOperator() == OO_MinusMinus;
-  return false;
-}
 
 /// The operand of `++x`, `x = ...`, `x += ...`: what the statement changes.
 const Expr *changedOperand(const Expr *E) {
@@ -790,81 +780,19 @@ private:
   // Values that do work: computed on every process, printed on one.
   //===--------------------------------------------------------------------===//
 
-  /// A call or change that must happen on every process: a forward pass
-  /// (SyncBatchNorm's collectives hang the job when one rank skips them),
-  /// ddp:: and c10d calls, the program's own functions (they may do any of
-  /// these), random numbers (they advance the generator), `++`, `=`.
+  /// The program's own functions may do anything (ddpify/Work.h).
+  bool isProgramFunction(const FunctionDecl *Callee) {
+    return Locator.isInRoot(*Context, Callee->getLocation());
+  }
+
   bool doesWork(const Expr *E) {
-    if (isIncrementOrAssignment(E))
-      return true;
-    const auto *Call = dyn_cast<CallExpr>(E);
-    if (!Call)
-      return false;
-    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call)) {
-      // The printing itself.
-      if (Op->getOperator() == OO_LessLess && isStdoutStream(Op->getArg(0)))
-        return false;
-    }
-    const FunctionDecl *Callee = Call->getDirectCallee();
-    std::string Name = calleeName(Call);
-    if (!Callee) {
-      // A member of a dependent object (`loss.template item<float>()` in a
-      // template's pattern): a forward pass or not.
-      const Expr *CalleeExpr = Call->getCallee()->IgnoreParenImpCasts();
-      if (const auto *Member =
-              dyn_cast<CXXDependentScopeMemberExpr>(CalleeExpr))
-        return Member->getMember().getAsString() == "forward";
-      if (const auto *Member = dyn_cast<UnresolvedMemberExpr>(CalleeExpr))
-        return Member->getName().getAsString() == "forward";
-      // Otherwise not resolved (a free function in a template's pattern, a
-      // function pointer, a dependent callable): only standard and LibTorch
-      // names are known not to do work.
-      llvm::StringRef Ref = Name;
-      return Ref.empty() ||
-             !(Ref.starts_with("std::") || Ref.starts_with("torch::"));
-    }
-    llvm::StringRef Ref = Name;
-    if (Ref.starts_with("ddp::") || Ref.starts_with("c10d::"))
-      return true;
-    if (Callee->getIdentifier()) {
-      llvm::StringRef Short = Callee->getName();
-      if (Short == "forward")
-        return true;
-      if (Ref.starts_with("torch::") &&
-          (Short.starts_with("rand") || Short == "normal" ||
-           Short == "bernoulli" || Short == "multinomial" ||
-           Short.contains("dropout")))
-        return true;
-      if (Ref == "rand" || Ref == "std::rand" || Ref == "random")
-        return true;
-    }
-    // `model(x)` on a TORCH_MODULE holder: its forward.
-    if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee))
-      if (Method->getOverloadedOperator() == OO_Call &&
-          qualifiedName(Method->getParent()) == "torch::nn::ModuleHolder")
-        return true;
-    if (!Locator.isInRoot(*Context, Callee->getLocation()))
-      return false;
-    // The program's own `operator<<` for its types prints; it does not
-    // compute what the other processes need.
-    if (Callee->getOverloadedOperator() == OO_LessLess &&
-        Callee->getNumParams() >= 1 &&
-        llvm::StringRef(Callee->getParamDecl(0)->getType().getAsString())
-            .contains("ostream"))
-      return false;
-    return true;
+    return ddpify::doesWork(
+        E, [&](const FunctionDecl *F) { return isProgramFunction(F); });
   }
 
   bool containsWork(const Stmt *S) {
-    if (!S || isa<LambdaExpr>(S))
-      return false;
-    if (const auto *E = dyn_cast<Expr>(S))
-      if (doesWork(E))
-        return true;
-    for (const Stmt *Child : S->children())
-      if (containsWork(Child))
-        return true;
-    return false;
+    return ddpify::containsWork(
+        S, [&](const FunctionDecl *F) { return isProgramFunction(F); });
   }
 
   /// The outermost sub-expressions of S that do work. What is evaluated

@@ -1,12 +1,14 @@
 // Fits a small network to a 1-D signal with no data loader: the whole data
 // set is in two tensors, shuffled by the program each epoch and cut into
 // batches with narrow/slice in an index loop; then fine-tuned over batch
-// numbers, over the pieces of split(), and on the full set.
+// numbers, over the pieces of split(), and on the full set. Both batch loops
+// print progress every few batches, decided by their counters.
 // Usage: manual_slices [batch_size]
 #include <torch/torch.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 
 struct Fit : torch::nn::Module {
   Fit() {
@@ -55,12 +57,17 @@ int main(int argc, char **argv) {
       loss.backward();
       optimizer.step();
       epoch_loss += loss.item<double>() * size;
+      if ((start / batch) % 4 == 0) {
+        std::printf("progress epoch %d batch %lld loss %.6f\n", epoch,
+                    static_cast<long long>(start / batch), loss.item<double>());
+      }
     }
     std::printf("epoch %d train_loss %.6f\n", epoch, epoch_loss / n);
   }
   // Fine-tuning: whole batches numbered one by one, then the pieces of
   // split() walked by position, then a few full-batch steps.
   const int64_t batches = n / batch;
+  double running = 0;
   for (int64_t b = 0; b < batches; ++b) {
     const int64_t first = b * batch;
     optimizer.zero_grad();
@@ -69,6 +76,12 @@ int main(int argc, char **argv) {
                         targets.narrow(0, first, batch));
     loss.backward();
     optimizer.step();
+    running += loss.item<double>();
+    if (b % 7 == 6) {
+      std::cout << "progress fine-tune batch " << b + 1 << " average "
+                << running / 7 << std::endl;
+      running = 0;
+    }
   }
   auto input_pieces = inputs.split(batch);
   auto target_pieces = targets.split(batch);

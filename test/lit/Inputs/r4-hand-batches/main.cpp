@@ -117,7 +117,8 @@ int main() {
     if (start > 128)
       break;
   }
-  // Left alone: the counter also decides what is printed.
+  // The counter also decides what is printed: sharded, the main process
+  // prints for its own batches.
   for (int64_t start = 0; start < n; start += batch) {
     auto loss = torch::mse_loss(model->forward(x.slice(0, start, start + batch)),
                                 y.slice(0, start, start + batch));
@@ -127,6 +128,61 @@ int main() {
     if (start % 64 == 0)
       std::cout << "at " << start << '\n';
   }
+  // A running loss printed and reset every few batches, progress by
+  // batch number through printf and a stream of the program's.
+  std::ostream &log = std::cout;
+  float running_loss = 0;
+  for (int b = 0; b < n / batch; b++) {
+    auto loss = torch::mse_loss(model->forward(x.slice(0, b * batch, (b + 1) * batch)),
+                                y.slice(0, b * batch, (b + 1) * batch));
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+    running_loss += loss.item<float>();
+    if ((b + 1) % 4 == 0) {
+      std::printf("[batch %d] loss %.4f\n", b + 1, running_loss / 4);
+      running_loss = 0.0f;
+    }
+    log << "batch " << b << "/" << n / batch << " " << loss.item<float>() << std::endl;
+  }
+  // Left alone: what the counter decides does work (a forward pass for the
+  // output, a change of the learning rate).
+  for (int64_t start = 0; start < n; start += batch) {
+    auto loss = torch::mse_loss(model->forward(x.slice(0, start, start + batch)),
+                                y.slice(0, start, start + batch));
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+    if (start % 64 == 0)
+      std::cout << model->forward(x.slice(0, 0, 1)) << '\n';
+  }
+  for (int64_t start = 0; start < n; start += batch) {
+    auto loss = torch::mse_loss(model->forward(x.slice(0, start, start + batch)),
+                                y.slice(0, start, start + batch));
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+    if (start % 128 == 0) {
+      std::cout << "decay at " << start << '\n';
+      for (auto &group : optimizer.param_groups())
+        static_cast<torch::optim::SGDOptions &>(group.options()).lr(0.005);
+    }
+  }
+  // Left alone: the figure printed under the counter is read after the loop.
+  double since_print = 0;
+  for (int64_t start = 0; start < n; start += batch) {
+    auto loss = torch::mse_loss(model->forward(x.slice(0, start, start + batch)),
+                                y.slice(0, start, start + batch));
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+    since_print += loss.item<double>();
+    if (start % 64 == 0) {
+      std::cout << since_print << '\n';
+      since_print = 0;
+    }
+  }
+  std::cout << "last " << since_print << '\n';
   // Left alone: full batch.
   for (int step = 0; step < 3; ++step) {
     auto loss = torch::mse_loss(model->forward(x), y);

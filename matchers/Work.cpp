@@ -1,0 +1,178 @@
+//===- Work.cpp - What must run on every process --------------------------===//
+
+#include "ddpify/Work.h"
+#include "ddpify/MatcherUtil.h"
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/ExprCXX.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace clang;
+
+namespace ddpify {
+namespace {
+
+std::string qualifiedName(const NamedDecl *D) {
+  return D ? D->getQualifiedNameAsString() : "";
+}
+
+/// The callee's name, also for calls not resolved in a template pattern.
+std::string calleeName(const CallExpr *Call) {
+  if (const FunctionDecl *Callee = Call->getDirectCallee())
+    return qualifiedName(Callee);
+  if (const auto *Lookup =
+          dyn_cast<UnresolvedLookupExpr>(Call->getCallee()->IgnoreImplicit())) {
+    std::string Name = Lookup->getName().getAsString();
+    if (NestedNameSpecifier *Qualifier = Lookup->getQualifier())
+      if (const NamespaceDecl *NS = Qualifier->getAsNamespace())
+        return NS->getName().str() + "::" + Name;
+    return Name;
+  }
+  return "";
+}
+
+bool derivesFromOstream(QualType T) {
+  if (T.isNull())
+    return false;
+  T = T.getNonReferenceType();
+  if (T->isPointerType())
+    T = T->getPointeeType();
+  const auto *Record = T->getAsCXXRecordDecl();
+  if (!Record || !Record->hasDefinition())
+    return Record && qualifiedName(Record) == "std::basic_ostream";
+  if (qualifiedName(Record) == "std::basic_ostream")
+    return true;
+  bool Found = false;
+  Record->forallBases([&](const CXXRecordDecl *Base) {
+    Found = Found || qualifiedName(Base) == "std::basic_ostream";
+    return true;
+  });
+  return Found;
+}
+
+} // namespace
+
+bool isIncrementOrAssignment(const Expr *E) {
+  if (const auto *Unary = dyn_cast<UnaryOperator>(E))
+    return Unary->isIncrementDecrementOp();
+  if (const auto *Binary = dyn_cast<BinaryOperator>(E))
+    return Binary->isAssignmentOp();
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E))
+    return Op->isAssignmentOp() || Op->getOperator() == OO_PlusPlus ||
+           Op->getOperator() == OO_MinusMinus;
+  return false;
+}
+
+bool isStreamChain(const Expr *E) {
+  E = stripParensAndImplicit(E);
+  if (!E)
+    return false;
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E))
+    if (Op->getOperator() == OO_LessLess && Op->getNumArgs() >= 1)
+      return isStreamChain(Op->getArg(0));
+  if (const auto *Bin = dyn_cast<BinaryOperator>(E)) // dependent operands
+    if (Bin->getOpcode() == BO_Shl)
+      return isStreamChain(Bin->getLHS());
+  if (const auto *Deref = dyn_cast<UnaryOperator>(E))
+    if (Deref->getOpcode() == UO_Deref)
+      return derivesFromOstream(Deref->getSubExpr()->getType());
+  return !E->isTypeDependent() && derivesFromOstream(E->getType());
+}
+
+bool isOutputStatement(const Expr *E) {
+  E = stripParensAndImplicit(E);
+  if (!E)
+    return false;
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E))
+    return Op->getOperator() == OO_LessLess && isStreamChain(E);
+  if (const auto *Bin = dyn_cast<BinaryOperator>(E))
+    return Bin->getOpcode() == BO_Shl && isStreamChain(E);
+  if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E)) {
+    const CXXMethodDecl *Method = Member->getMethodDecl();
+    return Method && Method->getIdentifier() && Method->getName() == "flush" &&
+           isStreamChain(Member->getImplicitObjectArgument());
+  }
+  if (const auto *Call = dyn_cast<CallExpr>(E)) {
+    std::string Callee = calleeName(Call);
+    llvm::StringRef Name = Callee;
+    Name.consume_front("std::");
+    return llvm::StringSwitch<bool>(Name)
+        .Cases("printf", "puts", "putchar", "fprintf", "fputs", "fputc", true)
+        .Cases("putc", "fflush", "vprintf", "vfprintf", true)
+        .Default(false);
+  }
+  return false;
+}
+
+bool doesWork(const Expr *E, ProgramFunctionFilter IsProgramFunction) {
+  if (isIncrementOrAssignment(E))
+    return true;
+  const auto *Call = dyn_cast<CallExpr>(E);
+  if (!Call)
+    return false;
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call)) {
+    // The printing itself.
+    if (Op->getOperator() == OO_LessLess && isStreamChain(Op->getArg(0)))
+      return false;
+  }
+  const FunctionDecl *Callee = Call->getDirectCallee();
+  std::string Name = calleeName(Call);
+  if (!Callee) {
+    // A member of a dependent object (`loss.template item<float>()` in a
+    // template's pattern): a forward pass or not.
+    const Expr *CalleeExpr = Call->getCallee()->IgnoreParenImpCasts();
+    if (const auto *Member = dyn_cast<CXXDependentScopeMemberExpr>(CalleeExpr))
+      return Member->getMember().getAsString() == "forward";
+    if (const auto *Member = dyn_cast<UnresolvedMemberExpr>(CalleeExpr))
+      return Member->getName().getAsString() == "forward";
+    // Otherwise not resolved (a free function in a template's pattern, a
+    // function pointer, a dependent callable): only standard and LibTorch
+    // names are known not to do work.
+    llvm::StringRef Ref = Name;
+    return Ref.empty() ||
+           !(Ref.starts_with("std::") || Ref.starts_with("torch::"));
+  }
+  llvm::StringRef Ref = Name;
+  if (Ref.starts_with("ddp::") || Ref.starts_with("c10d::"))
+    return true;
+  if (Callee->getIdentifier()) {
+    llvm::StringRef Short = Callee->getName();
+    if (Short == "forward")
+      return true;
+    if (Ref.starts_with("torch::") &&
+        (Short.starts_with("rand") || Short == "normal" ||
+         Short == "bernoulli" || Short == "multinomial" ||
+         Short.contains("dropout")))
+      return true;
+    if (Ref == "rand" || Ref == "std::rand" || Ref == "random")
+      return true;
+  }
+  // `model(x)` on a TORCH_MODULE holder: its forward.
+  if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee))
+    if (Method->getOverloadedOperator() == OO_Call &&
+        qualifiedName(Method->getParent()) == "torch::nn::ModuleHolder")
+      return true;
+  if (!IsProgramFunction(Callee))
+    return false;
+  // The program's own `operator<<` for its types prints; it does not
+  // compute what the other processes need.
+  if (Callee->getOverloadedOperator() == OO_LessLess &&
+      Callee->getNumParams() >= 1 &&
+      llvm::StringRef(Callee->getParamDecl(0)->getType().getAsString())
+          .contains("ostream"))
+    return false;
+  return true;
+}
+
+bool containsWork(const Stmt *S, ProgramFunctionFilter IsProgramFunction) {
+  if (!S || isa<LambdaExpr>(S))
+    return false;
+  if (const auto *E = dyn_cast<Expr>(S))
+    if (doesWork(E, IsProgramFunction))
+      return true;
+  for (const Stmt *Child : S->children())
+    if (containsWork(Child, IsProgramFunction))
+      return true;
+  return false;
+}
+
+} // namespace ddpify
