@@ -40,6 +40,9 @@ import sys
 import time
 import zipfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_presets import cuda_preset_args  # noqa: E402
+
 # Per example: how to run it small, what its loss lines look like, what it
 # writes and how many models it trains.
 #   loss: a regex on one stdout line; named group `loss` is the value that
@@ -378,6 +381,8 @@ def torch_args(args, build_dir=None):
         caffe2 = os.path.normpath(os.path.join(torch_dir, "..", "Caffe2"))
         if os.path.exists(os.path.join(caffe2, "Caffe2Config.cmake")):
             extra.append(f"-DCaffe2_DIR={caffe2}")
+            extra += cuda_preset_args(caffe2, os.path.dirname(
+                os.path.abspath(args.work_dir)))
         lib = os.path.normpath(os.path.join(args.torch_dir, "..", "..", "..", "lib"))
         if not build_dir and os.path.exists(os.path.join(lib, "libtorch.so")):
             extra.append(f"-DCMAKE_LIBRARY_PATH={lib}")

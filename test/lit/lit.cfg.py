@@ -78,10 +78,20 @@ if ddpify_build_dir and os.path.exists(os.path.join(ddpify_build_dir, "ddpifyCon
 # its compilation database (R10 reads the targets from CMake's File API in
 # BUILD), finding the LibTorch this build tree uses.
 torch_dir = getattr(config, "torch_dir", "")
+torch_found = torch_dir and not torch_dir.endswith("NOTFOUND")
+# A CUDA LibTorch's configure without its slowest probes (cuda_presets.py).
+import sys
+sys.path.insert(0, os.path.join(config.project_source_dir, "test", "e2e"))
+from cuda_presets import cuda_preset_args
+cuda_presets = cuda_preset_args(
+    os.path.join(os.path.dirname(torch_dir), "Caffe2") if torch_found else "",
+    config.test_exec_root)
+config.substitutions.append(("%cuda_presets", " ".join(cuda_presets)))
 config.substitutions.append((
     "%cmake_configure",
     "cmake -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON"
-    + (" -DTorch_DIR=" + torch_dir if torch_dir and not torch_dir.endswith("NOTFOUND") else "")))
+    + (" -DTorch_DIR=" + torch_dir if torch_found else "")
+    + "".join(" " + arg for arg in cuda_presets)))
 if shutil.which("pkg-config"):
     config.available_features.add("pkg-config")
 
