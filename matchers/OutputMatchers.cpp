@@ -250,24 +250,9 @@ private:
   bool Changed = false;
 };
 
-/// The callee's name, also for calls not resolved in a template pattern.
-std::string calleeName(const CallExpr *Call) {
-  if (const FunctionDecl *Callee = Call->getDirectCallee())
-    return qualifiedName(Callee);
-  if (const auto *Lookup =
-          dyn_cast<UnresolvedLookupExpr>(Call->getCallee()->IgnoreImplicit())) {
-    std::string Name = Lookup->getName().getAsString();
-    if (NestedNameSpecifier *Qualifier = Lookup->getQualifier())
-      if (const NamespaceDecl *NS = Qualifier->getAsNamespace())
-        return NS->getName().str() + "::" + Name;
-    return Name;
-  }
-  return "";
-}
-
 /// printf-family calls that write to stdout.
 bool isStdoutCall(const CallExpr *Call) {
-  std::string Name = calleeName(Call);
+  std::string Name = qualifiedCalleeName(Call);
   llvm::StringRef Short = Name;
   Short.consume_front("std::");
   if (Short == "printf" || Short == "puts" || Short == "putchar" ||
@@ -315,7 +300,7 @@ bool writesCheckpoint(const Expr *E) {
     return false;
   }
   if (const auto *Call = dyn_cast_or_null<CallExpr>(E))
-    return calleeName(Call) == "torch::save";
+    return qualifiedCalleeName(Call) == "torch::save";
   return false;
 }
 
@@ -325,7 +310,7 @@ bool writesOtherFile(const Expr *E) {
   const auto *Call = dyn_cast_or_null<CallExpr>(strip(E));
   if (!Call)
     return false;
-  return llvm::StringSwitch<bool>(calleeName(Call))
+  return llvm::StringSwitch<bool>(qualifiedCalleeName(Call))
       .Case("cv::imwrite", true)
       .Cases("std::filesystem::create_directory",
              "std::filesystem::create_directories",
@@ -378,7 +363,7 @@ const Expr *openedForWriting(const Expr *E) {
 /// `ddp::output_path(...)` already (migrated code).
 bool isOutputPathCall(const Expr *E) {
   const auto *Call = dyn_cast_or_null<CallExpr>(strip(E));
-  return Call && calleeName(Call) == "ddp::output_path";
+  return Call && qualifiedCalleeName(Call) == "ddp::output_path";
 }
 
 /// The main-process check: a call to ddp::is_main_process() or ddp::rank().
@@ -386,7 +371,7 @@ bool mentionsMainProcessCheck(const Stmt *S) {
   if (!S)
     return false;
   if (const auto *Call = dyn_cast<CallExpr>(S)) {
-    std::string Name = calleeName(Call);
+    std::string Name = qualifiedCalleeName(Call);
     if (Name == "ddp::is_main_process" || Name == "ddp::rank")
       return true;
   }
@@ -652,7 +637,8 @@ private:
     const auto *Call = dyn_cast_or_null<CallExpr>(strip(E));
     if (!Call)
       return nullptr;
-    if (isa<CXXMemberCallExpr>(Call) || calleeName(Call) == "torch::jit::load")
+    if (isa<CXXMemberCallExpr>(Call) ||
+        qualifiedCalleeName(Call) == "torch::jit::load")
       return Call->getNumArgs() >= 1 ? Call->getArg(0) : nullptr;
     return Call->getNumArgs() >= 2 ? Call->getArg(1) : nullptr;
   }
@@ -765,7 +751,7 @@ private:
         }
         if (const auto *Call = dyn_cast_or_null<CallExpr>(
                 Previous ? strip(dyn_cast<Expr>(Previous)) : nullptr))
-          if (calleeName(Call) == "ddp::barrier")
+          if (qualifiedCalleeName(Call) == "ddp::barrier")
             return nullptr;
         return Site;
       }
@@ -886,7 +872,7 @@ private:
         collectWork(Child, Work);
       return Work.empty() ? "value" : valueName(Work.front());
     } else if (const auto *Call = dyn_cast<CallExpr>(E)) {
-      std::string Name = calleeName(Call);
+      std::string Name = qualifiedCalleeName(Call);
       Base = llvm::StringRef(Name).rsplit("::").second.empty()
                  ? Name
                  : llvm::StringRef(Name).rsplit("::").second.str();

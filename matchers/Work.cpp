@@ -15,21 +15,6 @@ std::string qualifiedName(const NamedDecl *D) {
   return D ? D->getQualifiedNameAsString() : "";
 }
 
-/// The callee's name, also for calls not resolved in a template pattern.
-std::string calleeName(const CallExpr *Call) {
-  if (const FunctionDecl *Callee = Call->getDirectCallee())
-    return qualifiedName(Callee);
-  if (const auto *Lookup =
-          dyn_cast<UnresolvedLookupExpr>(Call->getCallee()->IgnoreImplicit())) {
-    std::string Name = Lookup->getName().getAsString();
-    if (NestedNameSpecifier *Qualifier = Lookup->getQualifier())
-      if (const NamespaceDecl *NS = Qualifier->getAsNamespace())
-        return NS->getName().str() + "::" + Name;
-    return Name;
-  }
-  return "";
-}
-
 bool derivesFromOstream(QualType T) {
   if (T.isNull())
     return false;
@@ -50,6 +35,20 @@ bool derivesFromOstream(QualType T) {
 }
 
 } // namespace
+
+std::string qualifiedCalleeName(const CallExpr *Call) {
+  if (const FunctionDecl *Callee = Call->getDirectCallee())
+    return qualifiedName(Callee);
+  if (const auto *Lookup =
+          dyn_cast<UnresolvedLookupExpr>(Call->getCallee()->IgnoreImplicit())) {
+    std::string Name = Lookup->getName().getAsString();
+    if (NestedNameSpecifier *Qualifier = Lookup->getQualifier())
+      if (const NamespaceDecl *NS = Qualifier->getAsNamespace())
+        return NS->getName().str() + "::" + Name;
+    return Name;
+  }
+  return "";
+}
 
 bool isIncrementOrAssignment(const Expr *E) {
   if (const auto *Unary = dyn_cast<UnaryOperator>(E))
@@ -92,7 +91,7 @@ bool isOutputStatement(const Expr *E) {
            isStreamChain(Member->getImplicitObjectArgument());
   }
   if (const auto *Call = dyn_cast<CallExpr>(E)) {
-    std::string Callee = calleeName(Call);
+    std::string Callee = qualifiedCalleeName(Call);
     llvm::StringRef Name = Callee;
     Name.consume_front("std::");
     return llvm::StringSwitch<bool>(Name)
@@ -115,7 +114,7 @@ bool doesWork(const Expr *E, ProgramFunctionFilter IsProgramFunction) {
       return false;
   }
   const FunctionDecl *Callee = Call->getDirectCallee();
-  std::string Name = calleeName(Call);
+  std::string Name = qualifiedCalleeName(Call);
   if (!Callee) {
     // A member of a dependent object (`loss.template item<float>()` in a
     // template's pattern): a forward pass or not.

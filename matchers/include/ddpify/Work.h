@@ -12,12 +12,17 @@
 
 #include "clang/AST/Expr.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include <string>
 
 namespace ddpify {
 
 /// Whether a called function is the program's own (it may do anything).
 using ProgramFunctionFilter =
     llvm::function_ref<bool(const clang::FunctionDecl *Callee)>;
+
+/// A call's callee by its qualified name, also where a template's pattern
+/// leaves it unresolved (`std::max`, `printf`); empty when there is none.
+std::string qualifiedCalleeName(const clang::CallExpr *Call);
 
 /// `++x`, `x--`, `x = ...`, `x += ...` (also through overloaded operators).
 bool isIncrementOrAssignment(const clang::Expr *E);
