@@ -9,6 +9,10 @@
 // that set a flag, and through the user's functions that return one), unless
 // it went through ddp::all_reduce / ddp::broadcast. The ranks would leave
 // the loop at different steps and the others hang in the next collective.
+// A loop that cannot take part in a collective itself (no backward pass, no
+// ddp:: call, no forward pass where the program has BatchNorm layers, none
+// through the program's functions: an RL rollout that stops when its episode
+// ends) may end at a different step on each rank: its exits are not checked.
 // Sums R11 all-reduces after a loop that does not train count as reduced.
 // R12 fixes the exit where every rank-local value it depends on is a float or
 // a double (`loss.item<float>()`, a local, a helper's result): each becomes
@@ -308,6 +312,7 @@ public:
     Taint.reset();
     Oracle.reset();
     State = nullptr;
+    BatchNormOf = nullptr;
   }
 
   void run(const MatchFinder::MatchResult &Result) override {
@@ -344,6 +349,92 @@ private:
     return Result;
   }
 
+  /// Whether running S may take part in a collective: a backward pass
+  /// (here or through the program's functions), a ddp:: collective, a
+  /// forward pass where the program has BatchNorm layers (SyncBatchNorm's
+  /// collectives run in forward), a program function that may do any of
+  /// these. A loop that cannot (a reinforcement-learning rollout that only
+  /// runs the policy and the environment) may end at a different step on
+  /// each rank: the ranks go on to the same collectives after it.
+  bool mayCommunicate(const Stmt *S, unsigned Depth = 0) {
+    if (!S)
+      return false;
+    if (Depth == 0 && Oracle->trains(S))
+      return true;
+    if (const auto *Call = dyn_cast<CallExpr>(S)) {
+      if (isDdpCollective(Call))
+        return true;
+      const FunctionDecl *Callee = Call->getDirectCallee();
+      std::string Name = Callee ? Callee->getQualifiedNameAsString() : "";
+      llvm::StringRef Ref = Name;
+      if (Ref.starts_with("ddp::") || Ref.starts_with("c10d::"))
+        return true;
+      if (isForwardPass(Call) && programHasBatchNorm())
+        return true;
+      const FunctionDecl *Definition = nullptr;
+      // A function pointer or a std::function: it may call anything.
+      if (!Callee && !isa<CXXOperatorCallExpr>(Call))
+        return true;
+      if (const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Callee))
+        if (Method->getOverloadedOperator() == OO_Call &&
+            Method->getParent()->getQualifiedNameAsString() == "std::function")
+          return true;
+      if (userFunction(Context->getSourceManager(), Callee, Definition) &&
+          Locator.isInRoot(*Context, Definition->getLocation())) {
+        if (Depth >= 4 || Oracle->functionTrains(Definition))
+          return true;
+        if (mayCommunicate(Definition->getBody(), Depth + 1))
+          return true;
+      }
+    }
+    for (const Stmt *Child : S->children())
+      if (mayCommunicate(Child, Depth))
+        return true;
+    return false;
+  }
+
+  static bool isForwardPass(const CallExpr *Call) {
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    if (!Callee)
+      return false;
+    if (Callee->getIdentifier() && Callee->getName() == "forward")
+      return true;
+    const auto *Method = dyn_cast<CXXMethodDecl>(Callee);
+    return Method && Method->getOverloadedOperator() == OO_Call &&
+           Method->getParent()->getQualifiedNameAsString() ==
+               "torch::nn::ModuleHolder";
+  }
+
+  /// Whether the program's own code (under the root) names a BatchNorm
+  /// layer: R5 makes those SyncBatchNorm. Once per translation unit.
+  bool programHasBatchNorm() {
+    if (BatchNormOf == Context)
+      return HasBatchNorm;
+    BatchNormOf = Context;
+    auto BatchNormType = hasType(hasUnqualifiedDesugaredType(
+        recordType(hasDeclaration(cxxRecordDecl(matchesName("BatchNorm"))))));
+    HasBatchNorm = false;
+    for (const BoundNodes &Found :
+         match(stmt(anyOf(expr(BatchNormType),
+                          declStmt(has(varDecl(BatchNormType)))))
+                   .bind("use"),
+               *Context))
+      if (const auto *Use = Found.getNodeAs<Stmt>("use"))
+        if (Locator.isInRoot(*Context, Use->getBeginLoc())) {
+          HasBatchNorm = true;
+          break;
+        }
+    if (!HasBatchNorm)
+      for (const BoundNodes &Found :
+           match(fieldDecl(BatchNormType).bind("field"), *Context))
+        if (const auto *Field = Found.getNodeAs<FieldDecl>("field"))
+          if (Locator.isInRoot(*Context, Field->getLocation())) {
+            HasBatchNorm = true;
+            break;
+          }
+    return HasBatchNorm;
+  }
+
   void checkExits(const FunctionTaint &Values, const Stmt *S) {
     if (!S || isa<LambdaExpr>(S))
       return;
@@ -370,7 +461,7 @@ private:
       }
       if (!isLoop(Parent))
         continue;
-      if (!inTraining(Parent))
+      if (!inTraining(Parent) || !mayCommunicate(Parent))
         return;
       std::vector<const Expr *> Conditions;
       for (const IfStmt *If : Ifs)
@@ -408,7 +499,7 @@ private:
       Condition = While->getCond();
     else if (const auto *Do = dyn_cast<DoStmt>(Loop))
       Condition = Do->getCond();
-    if (!Condition || !inTraining(Loop))
+    if (!Condition || !inTraining(Loop) || !mayCommunicate(Loop))
       return;
     decide(Values, Condition, {Condition},
            "the condition of this training loop");
@@ -688,6 +779,8 @@ private:
   ASTContext *Context = nullptr;
   ASTContext *State = nullptr;
   std::unique_ptr<TrainingOracle> Oracle;
+  const ASTContext *BatchNormOf = nullptr;
+  bool HasBatchNorm = false;
   std::unique_ptr<TaintAnalyzer> Taint;
   std::unique_ptr<ParentMap> Parents;
   llvm::DenseMap<const Stmt *, bool> TrainingLoops;

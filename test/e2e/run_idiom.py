@@ -218,6 +218,25 @@ IDIOMS = {
             r"for \(size_t k : ddp::batch_starts\(0, input_pieces.size\(\), "
             r"1\)\)",
             r"non-torch-loader: .*\n *for \(int step = 0; step < 3; \+\+step\)"]}),
+    # Two trainings whose data ddpify must not share out: a policy learned
+    # from its own rollouts (REINFORCE; an episode ends early when the agent
+    # leaves the corridor: a rollout that takes part in no collective, so
+    # its exit is no divergent-exit item), and a recurrent model over
+    # consecutive windows of one signal, its hidden state carried from each
+    # window to the next. Both stay as they are, each with its
+    # non-torch-loader note (the second saying why): every rank trains on
+    # everything, so the reference runs at the same window, and both models
+    # are wrapped and end identical.
+    "rollouts_and_windows": dict(
+        exe="rollouts_and_windows", args=lambda b, i: [str(b)], models=2,
+        ref_batch=BATCH,
+        report=r"(?s)(?=.*non-torch-loader .*non-torch-loader )"
+               r"(?=.*carries 'hidden' from one batch to the next)",
+        edited={"main.cpp": [
+            r"non-torch-loader: [^\n]*\n *for \(int episode = 0; ",
+            r"non-torch-loader: [^\n]*carries 'hidden'[^\n]*\n *for "
+            r"\(int64_t start = 0; start \+ window < length; "
+            r"start \+= window\)"]}),
     # A whole CMake code base (issue 12) in several folders: a static
     # library (C++14) from file(GLOB) in a subdirectory whose header changes,
     # app/ through aux_source_directory, a source listed in an include()d
