@@ -272,7 +272,8 @@ public:
 
 private:
   bool isProgramFunction(const FunctionDecl *Callee) const {
-    llvm::StringRef Name = Callee->getQualifiedNameAsString();
+    std::string Qualified = Callee->getQualifiedNameAsString();
+    llvm::StringRef Name = Qualified;
     if (Name.starts_with("std::") || Name.starts_with("at::") ||
         Name.starts_with("c10::") || Name.starts_with("torch::"))
       return false;
