@@ -30,6 +30,7 @@
 #include "ddpify/HandBatchMatchers.h"
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/MetricsMatchers.h"
+#include "ddpify/Work.h"
 #include "clang/AST/DeclTemplate.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMap.h"
@@ -381,7 +382,8 @@ private:
           return true;
       if (userFunction(Context->getSourceManager(), Callee, Definition) &&
           Locator.isInRoot(*Context, Definition->getLocation())) {
-        if (Depth >= 4 || Oracle->functionTrains(Definition))
+        // Backward passes through it are Oracle->trains's (depth 0).
+        if (Depth >= 4)
           return true;
         if (mayCommunicate(Definition->getBody(), Depth + 1))
           return true;
@@ -393,18 +395,6 @@ private:
     return false;
   }
 
-  static bool isForwardPass(const CallExpr *Call) {
-    const FunctionDecl *Callee = Call->getDirectCallee();
-    if (!Callee)
-      return false;
-    if (Callee->getIdentifier() && Callee->getName() == "forward")
-      return true;
-    const auto *Method = dyn_cast<CXXMethodDecl>(Callee);
-    return Method && Method->getOverloadedOperator() == OO_Call &&
-           Method->getParent()->getQualifiedNameAsString() ==
-               "torch::nn::ModuleHolder";
-  }
-
   /// Whether the program's own code (under the root) names a BatchNorm
   /// layer: R5 makes those SyncBatchNorm. Once per translation unit.
   bool programHasBatchNorm() {
@@ -413,25 +403,28 @@ private:
     BatchNormOf = Context;
     auto BatchNormType = hasType(hasUnqualifiedDesugaredType(
         recordType(hasDeclaration(cxxRecordDecl(matchesName("BatchNorm"))))));
-    HasBatchNorm = false;
-    for (const BoundNodes &Found :
-         match(stmt(anyOf(expr(BatchNormType),
-                          declStmt(has(varDecl(BatchNormType)))))
-                   .bind("use"),
-               *Context))
-      if (const auto *Use = Found.getNodeAs<Stmt>("use"))
-        if (Locator.isInRoot(*Context, Use->getBeginLoc())) {
-          HasBatchNorm = true;
-          break;
-        }
-    if (!HasBatchNorm)
-      for (const BoundNodes &Found :
-           match(fieldDecl(BatchNormType).bind("field"), *Context))
-        if (const auto *Field = Found.getNodeAs<FieldDecl>("field"))
-          if (Locator.isInRoot(*Context, Field->getLocation())) {
-            HasBatchNorm = true;
-            break;
-          }
+    // One walk of the unit: expressions (`torch::nn::BatchNorm2d(16)`) and
+    // declarations (members, locals) of a BatchNorm type.
+    struct Collector : MatchFinder::MatchCallback {
+      std::vector<SourceLocation> Uses;
+      void run(const MatchFinder::MatchResult &Result) override {
+        if (const auto *E = Result.Nodes.getNodeAs<Expr>("use"))
+          Uses.push_back(E->getBeginLoc());
+        else if (const auto *D = Result.Nodes.getNodeAs<DeclaratorDecl>("use"))
+          Uses.push_back(D->getLocation());
+      }
+    } Found;
+    MatchFinder Finder;
+    Finder.addMatcher(expr(BatchNormType).bind("use"), &Found);
+    Finder.addMatcher(
+        declaratorDecl(anyOf(fieldDecl(), varDecl(unless(parmVarDecl()))),
+                       BatchNormType)
+            .bind("use"),
+        &Found);
+    Finder.matchAST(*Context);
+    HasBatchNorm = llvm::any_of(Found.Uses, [&](SourceLocation At) {
+      return Locator.isInRoot(*Context, At);
+    });
     return HasBatchNorm;
   }
 

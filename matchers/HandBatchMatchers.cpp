@@ -251,26 +251,33 @@ public:
   /// Whether Use lies in an output statement that does no work, or in the
   /// condition of an `if` whose branches only print.
   bool holds(const DeclRefExpr *Use) {
-    DynTypedNode Node = DynTypedNode::create(*Use);
-    while (true) {
-      DynTypedNodeList Parents = Context.getParents(Node);
-      if (Parents.empty())
-        return false;
-      if (Parents[0].get<Expr>()) {
-        Node = Parents[0];
-        continue;
-      }
-      const auto *Full = Node.get<Expr>();
-      if (!Full)
-        return false;
-      if (const auto *If = Parents[0].get<IfStmt>())
-        if (If->getCond() == Full)
-          return conditionOnly(If);
-      return onlyPrints(Full);
-    }
+    DynTypedNode Parent;
+    const Expr *Full = fullExpression(DynTypedNode::create(*Use), Parent);
+    if (!Full)
+      return false;
+    if (const auto *If = Parent.get<IfStmt>())
+      if (If->getCond() == Full)
+        return printingIf(If, /*Figures=*/true);
+    return onlyPrints(Full, /*Figures=*/false);
   }
 
 private:
+  /// The expression of Node's statement (Node itself, or the outermost
+  /// expression around it) and, in Parent, what holds it; null when Node is
+  /// not inside one (a declaration's initialiser).
+  const Expr *fullExpression(DynTypedNode Node, DynTypedNode &Parent) {
+    while (true) {
+      DynTypedNodeList Parents = Context.getParents(Node);
+      if (Parents.empty())
+        return nullptr;
+      if (!Parents[0].get<Expr>()) {
+        Parent = Parents[0];
+        return Node.get<Expr>();
+      }
+      Node = Parents[0];
+    }
+  }
+
   bool isProgramFunction(const FunctionDecl *Callee) const {
     std::string Qualified = Callee->getQualifiedNameAsString();
     llvm::StringRef Name = Qualified;
@@ -288,37 +295,32 @@ private:
         S, [&](const FunctionDecl *F) { return isProgramFunction(F); });
   }
 
-  bool onlyPrints(const Expr *E) {
-    return isOutputStatement(E) && doesNoWork(E);
-  }
-
-  bool conditionOnly(const IfStmt *If) {
+  /// An `if` with no init statement or variable whose condition does no work
+  /// and whose branches only print (see onlyPrints).
+  bool printingIf(const IfStmt *If, bool Figures) {
     return !If->getInit() && !If->getConditionVariable() &&
-           doesNoWork(If->getCond()) && logOnly(If->getThen()) &&
-           logOnly(If->getElse());
+           doesNoWork(If->getCond()) && onlyPrints(If->getThen(), Figures) &&
+           onlyPrints(If->getElse(), Figures);
   }
 
-  /// A statement that only prints or keeps a figure it prints.
-  bool logOnly(const Stmt *S) {
+  /// Whether S only prints: output statements that do no work, in blocks.
+  /// With Figures, also `if`s that only print and resets of a figure that
+  /// only they print (`running_loss = 0.0;` after printing it).
+  bool onlyPrints(const Stmt *S, bool Figures) {
     if (!S || isa<NullStmt>(S))
       return true;
-    if (const auto *Block = dyn_cast<CompoundStmt>(S)) {
-      for (const Stmt *Child : Block->body())
-        if (!logOnly(Child))
-          return false;
-      return true;
-    }
+    if (const auto *Block = dyn_cast<CompoundStmt>(S))
+      return llvm::all_of(Block->body(), [&](const Stmt *Child) {
+        return onlyPrints(Child, Figures);
+      });
     if (const auto *If = dyn_cast<IfStmt>(S))
-      return !If->getInit() && !If->getConditionVariable() &&
-             doesNoWork(If->getCond()) && logOnly(If->getThen()) &&
-             logOnly(If->getElse());
+      return Figures && printingIf(If, Figures);
     const auto *E = dyn_cast<Expr>(S);
     if (!E)
       return false;
     if (isOutputStatement(E))
       return doesNoWork(E);
-    // `running_loss = 0.0;` after printing it.
-    const auto *Assign = dyn_cast<BinaryOperator>(strip(E));
+    const auto *Assign = Figures ? dyn_cast<BinaryOperator>(strip(E)) : nullptr;
     return Assign && Assign->isAssignmentOp() && doesNoWork(Assign->getRHS()) &&
            isPrintedFigure(Assign->getLHS());
   }
@@ -347,6 +349,8 @@ private:
     return true;
   }
 
+  /// A figure's use: assigned (from values that do no work), or read in an
+  /// output statement or in the condition of an `if` that only prints.
   bool isAssignedOrPrinted(const DeclRefExpr *Use) {
     DynTypedNode Node = DynTypedNode::create(*Use);
     DynTypedNodeList Parents = Context.getParents(Node);
@@ -358,33 +362,15 @@ private:
       if (const auto *Assign = Parents[0].get<BinaryOperator>())
         if (Assign->isAssignmentOp() && strip(Assign->getLHS()) == Use)
           return doesNoWork(Assign->getRHS());
-    // Read in an output statement (or the condition of one).
-    while (!Parents.empty() && Parents[0].get<Expr>()) {
-      Node = Parents[0];
-      Parents = Context.getParents(Node);
-    }
-    const auto *Full = Node.get<Expr>();
-    if (!Full || Parents.empty())
+    DynTypedNode Parent;
+    const Expr *Full = fullExpression(Node, Parent);
+    if (!Full)
       return false;
-    if (const auto *If = Parents[0].get<IfStmt>())
+    if (const auto *If = Parent.get<IfStmt>())
       if (If->getCond() == Full)
-        return doesNoWork(Full) && onlyOutputs(If->getThen()) &&
-               onlyOutputs(If->getElse());
-    return isOutputStatement(Full) && doesNoWork(Full);
-  }
-
-  /// Statements that only print (no figures of their own).
-  bool onlyOutputs(const Stmt *S) {
-    if (!S || isa<NullStmt>(S))
-      return true;
-    if (const auto *Block = dyn_cast<CompoundStmt>(S)) {
-      for (const Stmt *Child : Block->body())
-        if (!onlyOutputs(Child))
-          return false;
-      return true;
-    }
-    const auto *E = dyn_cast<Expr>(S);
-    return E && isOutputStatement(E) && doesNoWork(E);
+        return doesNoWork(Full) && onlyPrints(If->getThen(), false) &&
+               onlyPrints(If->getElse(), false);
+    return onlyPrints(Full, /*Figures=*/false);
   }
 
   ASTContext &Context;

@@ -50,6 +50,17 @@ std::string qualifiedCalleeName(const CallExpr *Call) {
   return "";
 }
 
+bool isForwardPass(const CallExpr *Call) {
+  const FunctionDecl *Callee = Call->getDirectCallee();
+  if (!Callee)
+    return false;
+  if (Callee->getIdentifier() && Callee->getName() == "forward")
+    return true;
+  const auto *Method = dyn_cast<CXXMethodDecl>(Callee);
+  return Method && Method->getOverloadedOperator() == OO_Call &&
+         qualifiedName(Method->getParent()) == "torch::nn::ModuleHolder";
+}
+
 bool isIncrementOrAssignment(const Expr *E) {
   if (const auto *Unary = dyn_cast<UnaryOperator>(E))
     return Unary->isIncrementDecrementOp();
@@ -133,10 +144,10 @@ bool doesWork(const Expr *E, ProgramFunctionFilter IsProgramFunction) {
   llvm::StringRef Ref = Name;
   if (Ref.starts_with("ddp::") || Ref.starts_with("c10d::"))
     return true;
+  if (isForwardPass(Call))
+    return true;
   if (Callee->getIdentifier()) {
     llvm::StringRef Short = Callee->getName();
-    if (Short == "forward")
-      return true;
     if (Ref.starts_with("torch::") &&
         (Short.starts_with("rand") || Short == "normal" ||
          Short == "bernoulli" || Short == "multinomial" ||
@@ -145,11 +156,6 @@ bool doesWork(const Expr *E, ProgramFunctionFilter IsProgramFunction) {
     if (Ref == "rand" || Ref == "std::rand" || Ref == "random")
       return true;
   }
-  // `model(x)` on a TORCH_MODULE holder: its forward.
-  if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee))
-    if (Method->getOverloadedOperator() == OO_Call &&
-        qualifiedName(Method->getParent()) == "torch::nn::ModuleHolder")
-      return true;
   if (!IsProgramFunction(Callee))
     return false;
   // The program's own `operator<<` for its types prints; it does not

@@ -24,6 +24,10 @@ using ProgramFunctionFilter =
 /// leaves it unresolved (`std::max`, `printf`); empty when there is none.
 std::string qualifiedCalleeName(const clang::CallExpr *Call);
 
+/// A forward pass: a call of a `forward` method, or `model(x)` on a
+/// TORCH_MODULE holder.
+bool isForwardPass(const clang::CallExpr *Call);
+
 /// `++x`, `x--`, `x = ...`, `x += ...` (also through overloaded operators).
 bool isIncrementOrAssignment(const clang::Expr *E);
 

@@ -34,7 +34,8 @@ struct Tracker : torch::nn::Module {
 int main(int argc, char **argv) {
   const int64_t window = argc > 1 ? std::atol(argv[1]) : 16;
   torch::manual_seed(3);
-  torch::Device device = torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
+  torch::Device device =
+      torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
 
   auto policy = std::make_shared<Policy>();
   policy->to(device);
@@ -52,7 +53,8 @@ int main(int argc, char **argv) {
                        .to(device)
                        .unsqueeze(0);
       auto log_prob = policy->forward(state).squeeze(0);
-      const int64_t action = torch::multinomial(log_prob.exp(), 1).item<int64_t>();
+      const int64_t action =
+          torch::multinomial(log_prob.exp(), 1).item<int64_t>();
       log_probs.push_back(log_prob[action]);
       position += action == 1 ? 1 : -1;
       if (position == 3 || position == -3) {
