@@ -701,7 +701,7 @@ private:
       if (const FunctionDecl *Callee = Call->getDirectCallee()) {
         std::string Name = Callee->getQualifiedNameAsString();
         if (Name == "ddp::rank" || Name == "ddp::world_size" ||
-            Name == "ddp::batch_starts")
+            Name == "ddp::batch_starts" || Name == "ddp::rank_batches")
           return true;
       }
     for (const Stmt *Child : S->children())
@@ -710,13 +710,37 @@ private:
     return false;
   }
 
+  /// A function of the user's that trains one step and loops over nothing:
+  /// the loop calling it is the training loop (one that loops may fetch its
+  /// own data).
+  bool isStepHelper(const FunctionDecl *Callee) {
+    const FunctionDecl *Definition = nullptr;
+    if (!Callee->hasBody(Definition) || !Definition ||
+        !Oracle->functionTrains(Definition))
+      return false;
+    std::function<bool(const Stmt *)> Loops = [&](const Stmt *S) {
+      if (!S)
+        return false;
+      if (isLoop(S))
+        return true;
+      for (const Stmt *Child : S->children())
+        if (Loops(Child))
+          return true;
+      return false;
+    };
+    return !Loops(Definition->getBody());
+  }
+
+  /// The calls that train in S: backward() and calls of step helpers.
   void collectBackwardCalls(const Stmt *S,
                             std::vector<const CallExpr *> &Calls) {
     if (!S || isa<LambdaExpr>(S))
       return;
-    if (const auto *Call = dyn_cast<CallExpr>(S))
-      if (isBackwardCall(Call))
+    if (const auto *Call = dyn_cast<CallExpr>(S)) {
+      const FunctionDecl *Callee = Call->getDirectCallee();
+      if (isBackwardCall(Call) || (Callee && isStepHelper(Callee)))
         Calls.push_back(Call);
+    }
     for (const Stmt *Child : S->children())
       collectBackwardCalls(Child, Calls);
   }
@@ -740,7 +764,10 @@ private:
       if (const auto *For = dyn_cast<ForStmt>(Loop))
         if (handBatchLoop(*Context, For, *Oracle, &NotShardedWhy).Loop)
           continue;
-      bool Fed = false;
+      if (const auto *List = dyn_cast<CXXForRangeStmt>(Loop))
+        if (handBatchList(*Context, List, *Oracle, &NotShardedWhy))
+          continue;
+      bool Fed = enclosingBatchLoop(*Context, Loop, *Oracle) != nullptr;
       for (const Stmt *S = Parents->getParent(Loop); S && !Fed;
            S = Parents->getParent(S))
         Fed = isLoop(S) && headerUsesLoader(S);

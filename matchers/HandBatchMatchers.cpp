@@ -378,6 +378,34 @@ private:
   const Stmt *Body;
 };
 
+/// Whether Use only steps its own variable: the operand of `++`/`--`, the
+/// target of an assignment, or read in the value assigned to it (`k = k + 1`).
+bool isOwnStep(ASTContext &Context, const DeclRefExpr *Use) {
+  DynTypedNode Node = DynTypedNode::create(*Use);
+  for (int Steps = 0; Steps < 8; ++Steps) {
+    DynTypedNodeList Parents = Context.getParents(Node);
+    if (Parents.empty())
+      return false;
+    // `++k;` whose value nothing reads (not `ys[k++]`).
+    if (const auto *Unary = Parents[0].get<UnaryOperator>()) {
+      DynTypedNodeList Above = Context.getParents(Parents[0]);
+      return Unary->isIncrementDecrementOp() && !Above.empty() &&
+             !Above[0].get<Expr>();
+    }
+    if (const auto *Binary = Parents[0].get<BinaryOperator>()) {
+      if (Binary->isAssignmentOp() && varOf(Binary->getLHS()) == Use->getDecl())
+        return true;
+      if (!Binary->isAdditiveOp() && !Binary->isMultiplicativeOp())
+        return false;
+    } else if (!Parents[0].get<ImplicitCastExpr>() &&
+               !Parents[0].get<ParenExpr>()) {
+      return false;
+    }
+    Node = Parents[0];
+  }
+  return false;
+}
+
 /// Whether the counter's uses only pick batches: each ends, through
 /// arithmetic and local integers that do nothing else, in an argument of a
 /// call that cuts a tensor or computes a bound, or as the position in a
@@ -533,7 +561,90 @@ const VarDecl *carriedTensor(const Stmt *Body) {
   return nullptr;
 }
 
+/// An integer of the enclosing scope that the loop steps (`++seen`,
+/// `k += 1`) and reads for anything but stepping it or printing progress:
+/// once sharded, its count would no longer follow the batches a rank takes
+/// (`ys[k++]` beside the loop's own batch pairs other samples).
+const VarDecl *countedOutside(ASTContext &Context, const Stmt *Body,
+                              const Invariance &Fixed) {
+  std::set<const VarDecl *> Checked;
+  ProgressOutput Progress(Context, Body);
+  std::function<const VarDecl *(const Stmt *)> Find =
+      [&](const Stmt *S) -> const VarDecl * {
+    if (!S || isa<LambdaExpr>(S))
+      return nullptr;
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(S)) {
+      const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
+      if (!Var || !Var->getType()->isIntegerType() || !Fixed.assigns(Var) ||
+          (Var->getBeginLoc() >= Body->getBeginLoc() &&
+           Var->getBeginLoc() <= Body->getEndLoc()) ||
+          !Checked.insert(Var).second)
+        return nullptr;
+      std::vector<const DeclRefExpr *> Uses;
+      referencesTo(Body, Var, Uses);
+      for (const DeclRefExpr *Use : Uses)
+        if (!isOwnStep(Context, Use) && !Progress.holds(Use))
+          return Var;
+      return nullptr;
+    }
+    for (const Stmt *Child : S->children())
+      if (const VarDecl *Found = Find(Child))
+        return Found;
+    return nullptr;
+  };
+  return Find(Body);
+}
+
+/// Why a training loop over batches may not be sharded whatever picks its
+/// batches: it may stop early, carries state from batch to batch, or counts
+/// its batches in a variable it reads. Empty when none holds.
+constexpr llvm::StringLiteral StopsEarly =
+    "it can stop early (a break, continue, return or goto of its own), so "
+    "ranks could step a different number of times";
+
+std::string sharedRefusal(ASTContext &Context, const Stmt *Body,
+                          const Invariance &Fixed) {
+  if (earlyExit(Body, false))
+    return StopsEarly.str();
+  if (const VarDecl *Carried = carriedTensor(Body))
+    return "it carries '" + Carried->getNameAsString() +
+           "' from one batch to the next (a hidden state), and each rank's "
+           "batches would not follow each other";
+  if (const VarDecl *Counted = countedOutside(Context, Body, Fixed))
+    return "it counts its batches in '" + Counted->getNameAsString() +
+           "' and uses the count for more than progress output, which would "
+           "no longer follow the batches each rank takes";
+  return "";
+}
+
+constexpr llvm::StringLiteral NoStep =
+    "it steps no optimizer itself: its batches are pieces of one step (as in "
+    "gradient accumulation), and split among ranks each step's gradient "
+    "would change";
+
 } // namespace
+
+const Stmt *enclosingBatchLoop(ASTContext &Context, const Stmt *Loop,
+                               TrainingOracle &Oracle) {
+  DynTypedNodeList Parents = Context.getParents(*Loop);
+  for (int Steps = 0; Steps < 64 && !Parents.empty(); ++Steps) {
+    const auto *S = Parents[0].get<Stmt>();
+    if (!S)
+      return nullptr; // The function, or a declaration's initialiser.
+    if (const auto *Range = dyn_cast<CXXForRangeStmt>(S)) {
+      const Expr *Init = Range->getRangeInit();
+      if (Init &&
+          (isDataLoaderType(Init->getType()) || isShardedBatchLoop(Range) ||
+           handBatchList(Context, Range, Oracle)))
+        return S;
+    } else if (const auto *For = dyn_cast<ForStmt>(S)) {
+      if (handBatchLoop(Context, For, Oracle).Loop)
+        return S;
+    }
+    Parents = Context.getParents(*S);
+  }
+  return nullptr;
+}
 
 HandBatchLoop handBatchLoop(ASTContext &Context, const ForStmt *Loop,
                             TrainingOracle &Oracle, std::string *Why) {
@@ -606,9 +717,15 @@ HandBatchLoop handBatchLoop(ASTContext &Context, const ForStmt *Loop,
   if (!Picking.Cuts || !Oracle.trains(Loop->getBody()))
     return HandBatchLoop();
 
+  // Inside a loop that walks batches already, these are pieces of its batch.
+  if (enclosingBatchLoop(Context, Loop, Oracle))
+    return Refuse("it runs inside a loop over batches");
+  if (!Oracle.stepsOptimizer(Loop->getBody()))
+    return Refuse(NoStep);
+  // An early exit is the first reason given: its test usually reads the
+  // counter too, and "stops early" says what a user must change.
   if (earlyExit(Loop->getBody(), false))
-    return Refuse("it can stop early (a break, continue, return or goto of "
-                  "its own), so ranks could step a different number of times");
+    return Refuse(StopsEarly);
   if (Fixed.assigns(Counter))
     return Refuse("its counter is changed inside the loop");
   if (!Fixed.holds(Bound) || (StepBy && !Fixed.holds(StepBy)) ||
@@ -617,10 +734,9 @@ HandBatchLoop handBatchLoop(ASTContext &Context, const ForStmt *Loop,
   if (!OnlyPicks)
     return Refuse("its counter does more than pick the batch (a test, an "
                   "output, an index of its own), which would differ by rank");
-  if (const VarDecl *Carried = carriedTensor(Loop->getBody()))
-    return Refuse("it carries '" + Carried->getNameAsString() +
-                  "' from one batch to the next (a hidden state), and each "
-                  "rank's batches would not follow each other");
+  std::string Refusal = sharedRefusal(Context, Loop->getBody(), Fixed);
+  if (!Refusal.empty())
+    return Refuse(Refusal);
   Result.Loop = Loop;
   Result.Counter = Counter;
   Result.Begin = Counter->getInit();
@@ -631,11 +747,83 @@ HandBatchLoop handBatchLoop(ASTContext &Context, const ForStmt *Loop,
   return Result;
 }
 
-bool isBatchStartsLoop(const CXXForRangeStmt *Loop) {
+/// Whether T is a std::vector whose elements hold tensors: batches cut
+/// beforehand (`x.split(batch)`, pairs of inputs and targets, examples).
+static bool isBatchList(QualType T) {
+  const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
+  const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(Record);
+  return Spec && Spec->getQualifiedNameAsString() == "std::vector" &&
+         Spec->getTemplateArgs().size() >= 1 &&
+         Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type &&
+         holdsTensor(Spec->getTemplateArgs()[0].getAsType());
+}
+
+/// Whether S reads a module's own tensors (`parameters()`, `buffers()`):
+/// a loop over them walks weights, not data.
+static bool readsModuleTensors(const Stmt *S) {
+  if (!S)
+    return false;
+  if (const auto *Call = dyn_cast<CallExpr>(S)) {
+    std::string Name = calleeName(Call);
+    if (Name == "parameters" || Name == "named_parameters" ||
+        Name == "buffers" || Name == "named_buffers" || Name == "children" ||
+        Name == "modules")
+      return true;
+  }
+  for (const Stmt *Child : S->children())
+    if (readsModuleTensors(Child))
+      return true;
+  return false;
+}
+
+const Expr *handBatchList(ASTContext &Context, const CXXForRangeStmt *Loop,
+                          TrainingOracle &Oracle, std::string *Why) {
+  auto Refuse = [&](llvm::StringRef Reason) -> const Expr * {
+    if (Why)
+      *Why = Reason.str();
+    return nullptr;
+  };
+  const Expr *Range = Loop->getRangeInit();
+  if (!Range || isShardedBatchLoop(Loop) || !isBatchList(Range->getType()) ||
+      !Loop->getLoopVariable())
+    return nullptr;
+  const VarDecl *List = varOf(Range);
+  if (readsModuleTensors(Range) ||
+      (List && readsModuleTensors(List->getInit())) ||
+      !Oracle.trains(Loop->getBody()))
+    return nullptr;
+  if (enclosingBatchLoop(Context, Loop, Oracle))
+    return Refuse("it runs inside a loop over batches");
+  if (!Oracle.stepsOptimizer(Loop->getBody()))
+    return Refuse(NoStep);
+  const Stmt *Body = Loop->getBody();
+  Invariance Fixed(Body);
+  if (List) {
+    std::vector<const DeclRefExpr *> Uses;
+    referencesTo(Body, List, Uses);
+    if (!Uses.empty())
+      return Refuse("it reads or changes the list of batches it walks");
+  }
+  const VarDecl *Batch = Loop->getLoopVariable();
+  if (Batch->getType()->isReferenceType() &&
+      !Batch->getType().getNonReferenceType().isConstQualified() &&
+      Fixed.assigns(Batch))
+    return Refuse("it assigns its batch '" + Batch->getNameAsString() +
+                  "' in the list it walks");
+  std::string Refusal = sharedRefusal(Context, Body, Fixed);
+  if (!Refusal.empty())
+    return Refuse(Refusal);
+  return Range;
+}
+
+bool isShardedBatchLoop(const CXXForRangeStmt *Loop) {
   const auto *Call = dyn_cast_or_null<CallExpr>(
       Loop && Loop->getRangeInit() ? strip(Loop->getRangeInit()) : nullptr);
   const FunctionDecl *Callee = Call ? Call->getDirectCallee() : nullptr;
-  return Callee && Callee->getQualifiedNameAsString() == "ddp::batch_starts";
+  if (!Callee)
+    return false;
+  std::string Name = Callee->getQualifiedNameAsString();
+  return Name == "ddp::batch_starts" || Name == "ddp::rank_batches";
 }
 
 namespace {
@@ -648,6 +836,7 @@ public:
 
   void registerMatchers(MatchFinder &Finder) override {
     Finder.addMatcher(forStmt().bind("loop"), this);
+    Finder.addMatcher(cxxForRangeStmt().bind("list"), this);
   }
 
   void onStartOfTranslationUnit() override {
@@ -657,14 +846,18 @@ public:
   }
 
   void run(const MatchFinder::MatchResult &Result) override {
-    const auto *Loop = Result.Nodes.getNodeAs<ForStmt>("loop");
     ASTContext &Context = *Result.Context;
-    if (!Loop || !Locator.isInRoot(Context, Loop->getBeginLoc()))
-      return;
     if (OracleOf != &Context) {
       Oracle = std::make_unique<TrainingOracle>(Context);
       OracleOf = &Context;
     }
+    if (const auto *List = Result.Nodes.getNodeAs<CXXForRangeStmt>("list")) {
+      shardList(Context, List);
+      return;
+    }
+    const auto *Loop = Result.Nodes.getNodeAs<ForStmt>("loop");
+    if (!Loop || !Locator.isInRoot(Context, Loop->getBeginLoc()))
+      return;
     HandBatchLoop Batches = handBatchLoop(Context, Loop, *Oracle);
     if (!Batches.Loop)
       return;
@@ -726,6 +919,34 @@ public:
   }
 
 private:
+  /// `for (auto &b : RANGE)` over batches cut beforehand becomes
+  /// `for (auto &b : ddp::rank_batches(RANGE))`.
+  void shardList(ASTContext &Context, const CXXForRangeStmt *Loop) {
+    if (!Locator.isInRoot(Context, Loop->getBeginLoc()))
+      return;
+    const Expr *Range = handBatchList(Context, Loop, *Oracle);
+    if (!Range)
+      return;
+    SourceRange Spelled = Range->getSourceRange();
+    Finding F = Locator.make(Context, Spelled, "R4", "", FindingForm::OwnEdits);
+    if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
+      return;
+    F.Message = "this training loop walks batches cut beforehand, so every "
+                "rank would train on every batch; each rank takes every N-th "
+                "batch (ddp::rank_batches)";
+    if (!F.InMacro && !Spelled.getBegin().isMacroID() &&
+        !Spelled.getEnd().isMacroID())
+      F.Edits.push_back(
+          {F.Offset, F.Length,
+           "ddp::rank_batches(" +
+               Lexer::getSourceText(CharSourceRange::getTokenRange(Spelled),
+                                    Context.getSourceManager(),
+                                    Context.getLangOpts())
+                   .str() +
+               ")"});
+    Findings.push_back(std::move(F));
+  }
+
   FindingList &Findings;
   FindingLocator Locator;
   std::unique_ptr<TrainingOracle> Oracle;

@@ -462,7 +462,7 @@ private:
       if ((Loop->getRangeInit() &&
            isDataLoaderType(Loop->getRangeInit()->getType()) &&
            !isUnshardedLoader(Loop->getRangeInit())) ||
-          isBatchStartsLoop(Loop))
+          isShardedBatchLoop(Loop) || handBatchList(Context, Loop, Oracle))
         Sharded = Loop, LoopBody = Loop->getBody();
     } else if (const auto *Loop = dyn_cast<ForStmt>(S)) {
       // Batches cut by hand, which R4 shards over ddp::batch_starts.
@@ -816,39 +816,41 @@ bool isDdpCollective(const CallExpr *Call) {
          Name == "ddp::broadcast";
 }
 
-bool TrainingOracle::trains(const Stmt *S) {
+bool TrainingOracle::reaches(const Stmt *S, Goal Sought) {
   if (!S)
     return false;
   if (const auto *Call = dyn_cast<CallExpr>(S)) {
-    if (isBackwardCall(Call) || isOptimizerStep(Call))
+    if (isOptimizerStep(Call) || (Sought == Training && isBackwardCall(Call)))
       return true;
     if (const FunctionDecl *Callee = Call->getDirectCallee())
-      if (functionTrains(Callee))
+      if (functionReaches(Callee, Sought))
         return true;
   }
   for (const Stmt *Child : S->children())
-    if (trains(Child))
+    if (reaches(Child, Sought))
       return true;
   return false;
 }
 
-bool TrainingOracle::functionTrains(const FunctionDecl *Function) {
+bool TrainingOracle::functionReaches(const FunctionDecl *Function,
+                                     Goal Sought) {
   const FunctionDecl *Definition = nullptr;
   if (!Function->hasBody(Definition) || !Definition ||
       Definition->isDependentContext() ||
       Context.getSourceManager().isInSystemHeader(Definition->getLocation()))
     return false;
-  auto Known = Memo.find(Definition);
-  if (Known != Memo.end())
-    return Known->second == 2;
+  auto &Known = Memo[Sought];
+  auto Found = Known.find(Definition);
+  if (Found != Known.end())
+    return Found->second == 2;
   if (Depth > 6)
     return false;
-  Memo[Definition] = 0;
+  Known[Definition] = 0;
   ++Depth;
-  bool Trains = trains(Definition->getBody());
+  bool Reached = reaches(Definition->getBody(), Sought);
   --Depth;
-  Memo[Definition] = Trains ? 2 : 1;
-  return Trains;
+  Memo[Sought][Definition] = Reached ? 2 : 1;
+  return Reached;
 }
 
 std::vector<MetricLoop> analyzeMetricLoops(ASTContext &Context,

@@ -217,6 +217,7 @@ IDIOMS = {
             r"for \(int64_t b : ddp::batch_starts\(0, batches, 1\)\)",
             r"for \(size_t k : ddp::batch_starts\(0, input_pieces.size\(\), "
             r"1\)\)",
+            r"for \(const auto &picked :\n? *ddp::rank_batches\(",
             r"non-torch-loader: .*\n *for \(int step = 0; step < 3; \+\+step\)"]}),
     # Two trainings whose data ddpify must not share out: a policy learned
     # from its own rollouts (REINFORCE; an episode ends early when the agent

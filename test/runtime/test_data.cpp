@@ -146,6 +146,39 @@ TEST(BatchStarts, WithoutLauncherEveryStart) {
   EXPECT_THROW(ddp::batch_starts(0, 30, 0), c10::Error);
 }
 
+TEST(RankBatches, EveryNthBatchPaddedAsBatchStarts) {
+  // `for (auto& piece : x.split(2))` of 5 pieces on 2 ranks: pieces 0, 2, 4
+  // and 1, 3, 0 (the last wraps around, so both ranks step 3 times).
+  const auto pieces = torch::arange(10).split(2);
+  ASSERT_EQ(pieces.size(), 5u);
+  auto firsts = [](const std::vector<torch::Tensor>& batches) {
+    std::vector<int64_t> out;
+    for (const auto& batch : batches) {
+      out.push_back(batch[0].item<int64_t>());
+    }
+    return out;
+  };
+  EXPECT_EQ(firsts(ddp::detail::rank_batches(pieces, 0, 2)),
+            (std::vector<int64_t>{0, 4, 8}));
+  EXPECT_EQ(firsts(ddp::detail::rank_batches(pieces, 1, 2)),
+            (std::vector<int64_t>{2, 6, 0}));
+  // Pairs of inputs and targets keep their pairing.
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> pairs;
+  for (int64_t i = 0; i < 3; ++i) {
+    pairs.emplace_back(torch::full({1}, i), torch::full({1}, 10 * i));
+  }
+  const auto own = ddp::detail::rank_batches(pairs, 1, 2);
+  ASSERT_EQ(own.size(), 2u);
+  EXPECT_EQ(own[0].first.item<int64_t>(), 1);
+  EXPECT_EQ(own[0].second.item<int64_t>(), 10);
+  EXPECT_EQ(own[1].first.item<int64_t>(), 0);
+  EXPECT_TRUE(
+      ddp::detail::rank_batches(std::vector<torch::Tensor>{}, 1, 2).empty());
+  // No launcher: every batch, in order.
+  EXPECT_EQ(firsts(ddp::rank_batches(pieces)),
+            (std::vector<int64_t>{0, 2, 4, 6, 8}));
+}
+
 TEST(ShardIndices, BadRankIsAnError) {
   EXPECT_THROW(ddp::detail::shard_indices(iota(3), 2, 2, ddp::Shard::kEven),
                c10::Error);

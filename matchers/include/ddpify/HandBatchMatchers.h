@@ -4,8 +4,10 @@
 // Training loops that cut their minibatches from tensors themselves,
 // `for (int64_t i = 0; i < n; i += batch)` with `x.narrow(0, i, len)`,
 // `x.slice(0, i, i + len)` or `perm.slice(0, i, i + batch)` and
-// `index_select`, become `for (int64_t i : ddp::batch_starts(0, n, batch))`:
-// each rank takes every N-th batch, padded so all ranks step as often.
+// `index_select`, become `for (int64_t i : ddp::batch_starts(0, n, batch))`,
+// and range-fors over batches cut beforehand (`x.split(batch)`, a vector of
+// pairs) walk `ddp::rank_batches(...)`: each rank takes every N-th batch,
+// padded so all ranks step as often.
 // R11 and the flow checks share the analysis that decides which loops are so
 // sharded.
 //
@@ -38,8 +40,26 @@ HandBatchLoop handBatchLoop(clang::ASTContext &Context,
                             const clang::ForStmt *Loop, TrainingOracle &Oracle,
                             std::string *Why = nullptr);
 
-/// A range-for over `ddp::batch_starts(...)`: a hand batch loop migrated.
-bool isBatchStartsLoop(const clang::CXXForRangeStmt *Loop);
+/// A range-for that trains over a std::vector of batches cut beforehand
+/// (`for (const auto &idx : perm.split(batch))`, a vector of tensors, of
+/// input/target pairs or of examples): its range, which R4 shards as
+/// `ddp::rank_batches(range)`; null when it is not one, with the reason in
+/// Why when it walks batches but may not be sharded.
+const clang::Expr *handBatchList(clang::ASTContext &Context,
+                                 const clang::CXXForRangeStmt *Loop,
+                                 TrainingOracle &Oracle,
+                                 std::string *Why = nullptr);
+
+/// The loop around Loop that walks batches already, if any: a range-for over
+/// a data loader, over ddp::batch_starts/rank_batches, or a hand batch loop
+/// or list. Loops inside it cut pieces of its batch and are not sharded.
+const clang::Stmt *enclosingBatchLoop(clang::ASTContext &Context,
+                                      const clang::Stmt *Loop,
+                                      TrainingOracle &Oracle);
+
+/// A range-for over `ddp::batch_starts(...)` or `ddp::rank_batches(...)`: a
+/// hand batch loop migrated.
+bool isShardedBatchLoop(const clang::CXXForRangeStmt *Loop);
 
 /// R4 for hand-cut batches: the loop rewritten over ddp::batch_starts.
 std::unique_ptr<MatcherModule>

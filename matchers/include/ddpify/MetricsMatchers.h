@@ -38,14 +38,23 @@ bool isBackwardCall(const clang::CallExpr *Call);
 class TrainingOracle {
 public:
   explicit TrainingOracle(clang::ASTContext &Context) : Context(Context) {}
-  bool trains(const clang::Stmt *S);
-  bool functionTrains(const clang::FunctionDecl *Function);
+  bool trains(const clang::Stmt *S) { return reaches(S, Training); }
+  bool functionTrains(const clang::FunctionDecl *Function) {
+    return functionReaches(Function, Training);
+  }
+  /// Whether S steps an optimizer (backward alone does not count): one
+  /// iteration of a loop whose body does is one training step.
+  bool stepsOptimizer(const clang::Stmt *S) { return reaches(S, Stepping); }
 
 private:
+  enum Goal { Training, Stepping };
+  bool reaches(const clang::Stmt *S, Goal Sought);
+  bool functionReaches(const clang::FunctionDecl *Function, Goal Sought);
+
   clang::ASTContext &Context;
-  /// 0: being analysed (a recursion is taken as "does not train"), 1: no,
+  /// Per goal, 0: being analysed (a recursion is taken as "no"), 1: no,
   /// 2: yes.
-  llvm::DenseMap<const clang::FunctionDecl *, int> Memo;
+  llvm::DenseMap<const clang::FunctionDecl *, int> Memo[2];
   unsigned Depth = 0;
 };
 

@@ -127,6 +127,32 @@ inline std::vector<int64_t> batch_starts(int64_t begin, int64_t end,
   return detail::batch_starts(begin, end, step, rank(), world_size());
 }
 
+namespace detail {
+/// Positions rank, rank + W, ... of `batches`, padded as batch_starts.
+template <typename Batch>
+std::vector<Batch> rank_batches(const std::vector<Batch>& batches, int64_t rank,
+                                int64_t world_size) {
+  std::vector<Batch> own;
+  for (int64_t i : batch_starts(0, static_cast<int64_t>(batches.size()), 1,
+                                rank, world_size)) {
+    own.push_back(batches[static_cast<size_t>(i)]);
+  }
+  return own;
+}
+} // namespace detail
+
+/// This process's batches of a training loop over batches cut beforehand,
+/// `for (auto& batch : x.split(size))` (or a vector of input/target pairs,
+/// of examples), written `for (auto& batch : ddp::rank_batches(...))`:
+/// positions rank, rank + world_size(), ..., padded by wrapping around as
+/// batch_starts, so that every process runs the same number of steps. The
+/// batches are copied (a tensor's copy shares its data). At world size 1,
+/// every batch, as the original loop.
+template <typename Batch>
+std::vector<Batch> rank_batches(const std::vector<Batch>& batches) {
+  return detail::rank_batches(batches, rank(), world_size());
+}
+
 template <typename Inner> class DistributedSampler;
 
 namespace detail {

@@ -1,7 +1,8 @@
 // Fits a small network to a 1-D signal with no data loader: the whole data
 // set is in two tensors, shuffled by the program each epoch and cut into
 // batches with narrow/slice in an index loop; then fine-tuned over batch
-// numbers, over the pieces of split(), and on the full set. Both batch loops
+// numbers, over the pieces of split() by position and of a shuffled index
+// by range-for, and on the full set. Both batch loops
 // print progress every few batches, decided by their counters.
 // Usage: manual_slices [batch_size]
 #include <torch/torch.h>
@@ -88,6 +89,17 @@ int main(int argc, char **argv) {
   for (size_t k = 0; k < input_pieces.size(); k++) {
     optimizer.zero_grad();
     torch::mse_loss(model->forward(input_pieces[k]), target_pieces[k])
+        .backward();
+    optimizer.step();
+  }
+  // A shuffled index split into batches, walked by range-for.
+  for (const auto &picked :
+       torch::randperm(
+           n, torch::TensorOptions().dtype(torch::kLong).device(device))
+           .split(batch)) {
+    optimizer.zero_grad();
+    torch::mse_loss(model->forward(inputs.index_select(0, picked)),
+                    targets.index_select(0, picked))
         .backward();
     optimizer.step();
   }
