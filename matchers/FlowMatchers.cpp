@@ -75,6 +75,17 @@ bool isItemCall(const Expr *E) {
          isTensorType(QualType(Method->getParent()->getTypeForDecl(), 0));
 }
 
+bool containsLoop(const Stmt *S) {
+  if (!S)
+    return false;
+  if (isLoop(S))
+    return true;
+  for (const Stmt *Child : S->children())
+    if (containsLoop(Child))
+      return true;
+  return false;
+}
+
 bool containsCollective(const Stmt *S) {
   if (!S)
     return false;
@@ -718,17 +729,7 @@ private:
     if (!Callee->hasBody(Definition) || !Definition ||
         !Oracle->functionTrains(Definition))
       return false;
-    std::function<bool(const Stmt *)> Loops = [&](const Stmt *S) {
-      if (!S)
-        return false;
-      if (isLoop(S))
-        return true;
-      for (const Stmt *Child : S->children())
-        if (Loops(Child))
-          return true;
-      return false;
-    };
-    return !Loops(Definition->getBody());
+    return !containsLoop(Definition->getBody());
   }
 
   /// The calls that train in S: backward() and calls of step helpers.

@@ -747,15 +747,30 @@ HandBatchLoop handBatchLoop(ASTContext &Context, const ForStmt *Loop,
   return Result;
 }
 
-/// Whether T is a std::vector whose elements hold tensors: batches cut
-/// beforehand (`x.split(batch)`, pairs of inputs and targets, examples).
+/// Whether a list element of type T is a batch: it holds tensors (a tensor,
+/// a pair or tuple of them, an example) or is the program's own struct with
+/// a field that does (`struct Batch { torch::Tensor x, y; };`).
+static bool isBatchElement(QualType T) {
+  if (holdsTensor(T))
+    return true;
+  const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
+  if (!Record || !Record->hasDefinition() ||
+      isa<ClassTemplateSpecializationDecl>(Record))
+    return false;
+  return llvm::any_of(Record->fields(), [](const FieldDecl *Field) {
+    return holdsTensor(Field->getType());
+  });
+}
+
+/// Whether T is a std::vector whose elements are batches: cut beforehand
+/// (`x.split(batch)`, pairs of inputs and targets, examples, structs).
 static bool isBatchList(QualType T) {
   const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
   const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(Record);
   return Spec && Spec->getQualifiedNameAsString() == "std::vector" &&
          Spec->getTemplateArgs().size() >= 1 &&
          Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type &&
-         holdsTensor(Spec->getTemplateArgs()[0].getAsType());
+         isBatchElement(Spec->getTemplateArgs()[0].getAsType());
 }
 
 /// Whether S reads a module's own tensors (`parameters()`, `buffers()`):
@@ -774,6 +789,103 @@ static bool readsModuleTensors(const Stmt *S) {
     if (readsModuleTensors(Child))
       return true;
   return false;
+}
+
+/// The loop variable's name, or `[a, b]` for structured bindings.
+static std::string batchName(const VarDecl *Batch) {
+  const auto *Decomposed = dyn_cast<DecompositionDecl>(Batch);
+  if (!Decomposed)
+    return Batch->getNameAsString();
+  std::string Names;
+  for (const BindingDecl *Binding : Decomposed->bindings())
+    Names += (Names.empty() ? "" : ", ") + Binding->getNameAsString();
+  return "[" + Names + "]";
+}
+
+/// Whether Body may change the element Batch (a non-const reference) refers
+/// to: an assignment, `++`/`--`, a non-const member function or a non-const
+/// reference taken, of Batch, a field of it, or one of its structured
+/// bindings. A tensor's own methods are const (`b.x.add_(1)` changes the
+/// shared data, which a copy of the batch shares too).
+static bool changesBatch(ASTContext &Context, const Stmt *Body,
+                         const VarDecl *Batch) {
+  llvm::SmallPtrSet<const ValueDecl *, 4> Names = {Batch};
+  if (const auto *Decomposed = dyn_cast<DecompositionDecl>(Batch))
+    for (const BindingDecl *Binding : Decomposed->bindings())
+      Names.insert(Binding);
+  auto Changes = [&](const DeclRefExpr *Use) {
+    DynTypedNode Node = DynTypedNode::create(*Use);
+    for (int Steps = 0; Steps < 16; ++Steps) {
+      DynTypedNodeList Parents = Context.getParents(Node);
+      if (Parents.empty())
+        return false;
+      const auto *Child = Node.get<Expr>();
+      const DynTypedNode &Parent = Parents[0];
+      if (const auto *Member = Parent.get<MemberExpr>()) {
+        if (isa<FieldDecl>(Member->getMemberDecl())) {
+          Node = Parent; // `b.x`: a part of the batch.
+          continue;
+        }
+        // `b.f()`: changes it unless f is const.
+        const auto *Method = dyn_cast<CXXMethodDecl>(Member->getMemberDecl());
+        return !Method || !Method->isConst();
+      }
+      if (const auto *Cast = Parent.get<ImplicitCastExpr>()) {
+        if (Cast->getCastKind() == CK_LValueToRValue)
+          return false; // Read.
+        Node = Parent;
+        continue;
+      }
+      if (Parent.get<ParenExpr>()) {
+        Node = Parent;
+        continue;
+      }
+      if (const auto *Binary = Parent.get<BinaryOperator>())
+        return Binary->isAssignmentOp() && Binary->getLHS() == Child;
+      if (const auto *Unary = Parent.get<UnaryOperator>())
+        return Unary->isIncrementDecrementOp() ||
+               Unary->getOpcode() == UO_AddrOf;
+      if (const auto *Call = Parent.get<CallExpr>()) {
+        const FunctionDecl *Callee = Call->getDirectCallee();
+        if (!Callee)
+          return true;
+        unsigned Shift = 0;
+        if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Call)) {
+          if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee)) {
+            if (Call->getArg(0) == Child)
+              return !Method->isConst(); // `b.y = ...`, `b.x += ...`
+            Shift = 1;
+          }
+        }
+        for (unsigned I = Shift; I < Call->getNumArgs(); ++I)
+          if (Call->getArg(I) == Child) {
+            if (I - Shift >= Callee->getNumParams())
+              return false; // Variadic: by value.
+            QualType Param = Callee->getParamDecl(I - Shift)->getType();
+            return Param->isReferenceType() &&
+                   !Param.getNonReferenceType().isConstQualified();
+          }
+        return false;
+      }
+      if (const auto *Var = Parent.get<VarDecl>())
+        return Var->getType()->isReferenceType() &&
+               !Var->getType().getNonReferenceType().isConstQualified();
+      return false;
+    }
+    return true;
+  };
+  std::function<bool(const Stmt *)> Walk = [&](const Stmt *S) {
+    if (!S)
+      return false;
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
+      if (Names.count(Ref->getDecl()) && Changes(Ref))
+        return true;
+    for (const Stmt *Child : S->children())
+      if (Walk(Child))
+        return true;
+    return false;
+  };
+  return Walk(Body);
 }
 
 const Expr *handBatchList(ASTContext &Context, const CXXForRangeStmt *Loop,
@@ -807,9 +919,10 @@ const Expr *handBatchList(ASTContext &Context, const CXXForRangeStmt *Loop,
   const VarDecl *Batch = Loop->getLoopVariable();
   if (Batch->getType()->isReferenceType() &&
       !Batch->getType().getNonReferenceType().isConstQualified() &&
-      Fixed.assigns(Batch))
-    return Refuse("it assigns its batch '" + Batch->getNameAsString() +
-                  "' in the list it walks");
+      changesBatch(Context, Body, Batch))
+    return Refuse("it changes its batch '" + batchName(Batch) +
+                  "' in the list it walks (each rank walks a copy of its "
+                  "share, so the change would not reach the list)");
   std::string Refusal = sharedRefusal(Context, Body, Fixed);
   if (!Refusal.empty())
     return Refuse(Refusal);

@@ -8,6 +8,12 @@
 
 using Batch = std::pair<torch::Tensor, torch::Tensor>;
 
+// The program's own batch type.
+struct Sample {
+  torch::Tensor input, target;
+  float weight = 1;
+};
+
 // A helper that trains one step: the loop calling it trains.
 static double train_step(torch::nn::Linear &model, torch::optim::SGD &optimizer,
                          const torch::Tensor &input,
@@ -76,6 +82,26 @@ int main() {
     auto goals = y.chunk(8);
     for (size_t k = 0; k < pieces.size(); ++k)
       train_step(model, optimizer, pieces[k], goals[k]);
+  }
+
+  // The program's own struct; a tensor changed in place through a
+  // non-const reference (its data is shared by the copy each rank walks).
+  std::vector<Sample> samples;
+  for (int64_t start = 0; start < n; start += batch)
+    samples.push_back({x.narrow(0, start, batch), y.narrow(0, start, batch)});
+  for (Sample &sample : samples) {
+    train_step(model, optimizer, sample.input * sample.weight, sample.target);
+    sample.input.mul_(0.5);
+  }
+
+  // Left alone: the batch itself is changed, in the list.
+  for (Sample &sample : samples) {
+    train_step(model, optimizer, sample.input, sample.target);
+    sample.weight *= 0.9f;
+  }
+  for (auto &[input, target] : batches) {
+    train_step(model, optimizer, input, target);
+    std::swap(input, target);
   }
 
   // Left alone: an outer counter picks the target.
