@@ -36,6 +36,7 @@
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMapContext.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
+#include "clang/Analysis/Analyses/ExprMutationAnalyzer.h"
 #include "clang/Lex/Lexer.h"
 #include <functional>
 #include <set>
@@ -510,6 +511,12 @@ private:
   ProgressOutput Progress;
 };
 
+/// Whether Var is declared inside Body (a fresh one each iteration).
+bool declaredIn(const VarDecl *Var, const Stmt *Body) {
+  return Var->getBeginLoc() >= Body->getBeginLoc() &&
+         Var->getBeginLoc() <= Body->getEndLoc();
+}
+
 /// A variable of the enclosing scope that holds a tensor and that the loop
 /// reads before it assigns it, or assigns from itself: a value carried from
 /// one batch to the next (`hidden = model->forward(x, hidden)`). Sums made
@@ -539,9 +546,7 @@ const VarDecl *carriedTensor(const Stmt *Body) {
   Collect(Body);
   for (const Assignment &A : Assignments) {
     const VarDecl *Var = A.Var;
-    if (!holdsTensor(Var->getType()) ||
-        (Var->getBeginLoc() >= Body->getBeginLoc() &&
-         Var->getBeginLoc() <= Body->getEndLoc()))
+    if (!holdsTensor(Var->getType()) || declaredIn(Var, Body))
       continue;
     std::vector<const DeclRefExpr *> Reads;
     referencesTo(A.Value, Var, Reads);
@@ -576,9 +581,7 @@ const VarDecl *countedOutside(ASTContext &Context, const Stmt *Body,
     if (const auto *Ref = dyn_cast<DeclRefExpr>(S)) {
       const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
       if (!Var || !Var->getType()->isIntegerType() || !Fixed.assigns(Var) ||
-          (Var->getBeginLoc() >= Body->getBeginLoc() &&
-           Var->getBeginLoc() <= Body->getEndLoc()) ||
-          !Checked.insert(Var).second)
+          declaredIn(Var, Body) || !Checked.insert(Var).second)
         return nullptr;
       std::vector<const DeclRefExpr *> Uses;
       referencesTo(Body, Var, Uses);
@@ -595,13 +598,13 @@ const VarDecl *countedOutside(ASTContext &Context, const Stmt *Body,
   return Find(Body);
 }
 
-/// Why a training loop over batches may not be sharded whatever picks its
-/// batches: it may stop early, carries state from batch to batch, or counts
-/// its batches in a variable it reads. Empty when none holds.
 constexpr llvm::StringLiteral StopsEarly =
     "it can stop early (a break, continue, return or goto of its own), so "
     "ranks could step a different number of times";
 
+/// Why a training loop over batches may not be sharded whatever picks its
+/// batches: it may stop early, carries state from batch to batch, or counts
+/// its batches in a variable it reads. Empty when none holds.
 std::string sharedRefusal(ASTContext &Context, const Stmt *Body,
                           const Invariance &Fixed) {
   if (earlyExit(Body, false))
@@ -803,89 +806,20 @@ static std::string batchName(const VarDecl *Batch) {
 }
 
 /// Whether Body may change the element Batch (a non-const reference) refers
-/// to: an assignment, `++`/`--`, a non-const member function or a non-const
-/// reference taken, of Batch, a field of it, or one of its structured
-/// bindings. A tensor's own methods are const (`b.x.add_(1)` changes the
-/// shared data, which a copy of the batch shares too).
+/// to, through it or one of its structured bindings: clang's mutation
+/// analysis (an assignment, `++`, a swap, a non-const method or reference,
+/// followed into the callees). A tensor's own methods are const
+/// (`b.x.add_(1)` changes the shared data, which a copy of the batch shares).
 static bool changesBatch(ASTContext &Context, const Stmt *Body,
                          const VarDecl *Batch) {
-  llvm::SmallPtrSet<const ValueDecl *, 4> Names = {Batch};
+  ExprMutationAnalyzer Mutations(*Body, Context);
+  if (Mutations.isMutated(Batch))
+    return true;
   if (const auto *Decomposed = dyn_cast<DecompositionDecl>(Batch))
     for (const BindingDecl *Binding : Decomposed->bindings())
-      Names.insert(Binding);
-  auto Changes = [&](const DeclRefExpr *Use) {
-    DynTypedNode Node = DynTypedNode::create(*Use);
-    for (int Steps = 0; Steps < 16; ++Steps) {
-      DynTypedNodeList Parents = Context.getParents(Node);
-      if (Parents.empty())
-        return false;
-      const auto *Child = Node.get<Expr>();
-      const DynTypedNode &Parent = Parents[0];
-      if (const auto *Member = Parent.get<MemberExpr>()) {
-        if (isa<FieldDecl>(Member->getMemberDecl())) {
-          Node = Parent; // `b.x`: a part of the batch.
-          continue;
-        }
-        // `b.f()`: changes it unless f is const.
-        const auto *Method = dyn_cast<CXXMethodDecl>(Member->getMemberDecl());
-        return !Method || !Method->isConst();
-      }
-      if (const auto *Cast = Parent.get<ImplicitCastExpr>()) {
-        if (Cast->getCastKind() == CK_LValueToRValue)
-          return false; // Read.
-        Node = Parent;
-        continue;
-      }
-      if (Parent.get<ParenExpr>()) {
-        Node = Parent;
-        continue;
-      }
-      if (const auto *Binary = Parent.get<BinaryOperator>())
-        return Binary->isAssignmentOp() && Binary->getLHS() == Child;
-      if (const auto *Unary = Parent.get<UnaryOperator>())
-        return Unary->isIncrementDecrementOp() ||
-               Unary->getOpcode() == UO_AddrOf;
-      if (const auto *Call = Parent.get<CallExpr>()) {
-        const FunctionDecl *Callee = Call->getDirectCallee();
-        if (!Callee)
-          return true;
-        unsigned Shift = 0;
-        if (const auto *Operator = dyn_cast<CXXOperatorCallExpr>(Call)) {
-          if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee)) {
-            if (Call->getArg(0) == Child)
-              return !Method->isConst(); // `b.y = ...`, `b.x += ...`
-            Shift = 1;
-          }
-        }
-        for (unsigned I = Shift; I < Call->getNumArgs(); ++I)
-          if (Call->getArg(I) == Child) {
-            if (I - Shift >= Callee->getNumParams())
-              return false; // Variadic: by value.
-            QualType Param = Callee->getParamDecl(I - Shift)->getType();
-            return Param->isReferenceType() &&
-                   !Param.getNonReferenceType().isConstQualified();
-          }
-        return false;
-      }
-      if (const auto *Var = Parent.get<VarDecl>())
-        return Var->getType()->isReferenceType() &&
-               !Var->getType().getNonReferenceType().isConstQualified();
-      return false;
-    }
-    return true;
-  };
-  std::function<bool(const Stmt *)> Walk = [&](const Stmt *S) {
-    if (!S)
-      return false;
-    if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
-      if (Names.count(Ref->getDecl()) && Changes(Ref))
+      if (Mutations.isMutated(Binding))
         return true;
-    for (const Stmt *Child : S->children())
-      if (Walk(Child))
-        return true;
-    return false;
-  };
-  return Walk(Body);
+  return false;
 }
 
 const Expr *handBatchList(ASTContext &Context, const CXXForRangeStmt *Loop,

@@ -849,7 +849,7 @@ bool TrainingOracle::functionReaches(const FunctionDecl *Function,
   ++Depth;
   bool Reached = reaches(Definition->getBody(), Sought);
   --Depth;
-  Memo[Sought][Definition] = Reached ? 2 : 1;
+  Known[Definition] = Reached ? 2 : 1; // A reference: still valid.
   return Reached;
 }
 
