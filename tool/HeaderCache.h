@@ -34,8 +34,8 @@ public:
   /// The precompiled header of Prefix (see precompilablePrefix) that
   /// Command's translation unit can be parsed with (`-include-pch`), built now
   /// when missing or stale; empty when Prefix is empty, it reaches a project
-  /// header or it could not be built. Not thread-safe: call it before parsing
-  /// in parallel.
+  /// header or it could not be built. Not thread-safe: callers on several
+  /// threads hold a lock around it.
   std::string pchFor(const clang::tooling::CompileCommand &Command,
                      llvm::ArrayRef<std::string> Prefix);
 

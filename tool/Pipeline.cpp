@@ -33,6 +33,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <set>
 
 using namespace clang;
@@ -50,6 +51,11 @@ public:
 
   void HandleDiagnostic(DiagnosticsEngine::Level Level,
                         const Diagnostic &Info) override {
+    // Lexer, parser and Sema errors are the code's; the others (driver,
+    // frontend, reading a precompiled header) may be the header cache's.
+    if (Level >= DiagnosticsEngine::Error &&
+        Info.getID() < diag::DIAG_START_LEX)
+      NotTheCode = true;
     if (Level == DiagnosticsEngine::Note ? LastWasShown
                                          : Level >= DiagnosticsEngine::Error) {
       LastWasShown = true;
@@ -62,8 +68,12 @@ public:
     DiagnosticConsumer::HandleDiagnostic(Level, Info);
   }
 
+  /// Whether an error came from anything but the code itself.
+  bool notTheCode() const { return NotTheCode; }
+
 private:
   bool LastWasShown = false;
+  bool NotTheCode = false;
 };
 
 /// Runs the matchers over the user's code only: declarations in system
@@ -393,6 +403,9 @@ struct UnitResult {
   FindingList Findings;
   std::string Errors; ///< Compiler errors and ddpify's own, as printed.
   bool Failed = false;
+  /// Failed on errors in the code alone (none from the driver, the frontend
+  /// or a precompiled header): a parse without the header cache fails too.
+  bool CodeErrorsOnly = false;
 };
 
 /// Parses one translation unit with its own MatchFinder and matcher modules,
@@ -435,6 +448,8 @@ UnitResult parseUnit(const ToolOptions &Options, llvm::StringRef Root,
     return Unit;
 
   Unit.Failed = true;
+  Unit.CodeErrorsOnly =
+      Diagnostics.getNumErrors() > 0 && !Diagnostics.notTheCode();
   Errors << "ddpify: error: '" << ShownName << "' does not parse\n";
   Arguments.insert(Arguments.end(), Options.ExtraArgs.begin(),
                    Options.ExtraArgs.end());
@@ -698,8 +713,27 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
   std::vector<std::vector<CompileCommand>> WithoutCache = Commands;
   Result.BuildDir = compilationDatabaseFolder(Options, Sources.front());
   std::string CacheDir = cacheDirectory(Options, Result.Root);
+  std::optional<HeaderCache> Cache;
+  std::mutex CacheMutex; // The C++20 retries ask for headers in parallel.
+  std::vector<std::string> Codes(Sources.size());
+  // Commands with the precompiled header of the unit's prefix in front;
+  // Commands themselves when there is none.
+  auto WithCache = [&](size_t I, std::vector<CompileCommand> Unit) {
+    if (!Cache || Unit.empty() || Codes[I].empty())
+      return Unit;
+    std::lock_guard<std::mutex> Lock(CacheMutex);
+    std::string Pch = Cache->pchFor(
+        Unit.front(),
+        precompilablePrefix(Sources[I], Codes[I], Unit.front(), Result.Root));
+    if (!Pch.empty())
+      for (CompileCommand &Command : Unit)
+        Command.CommandLine = getInsertArgumentAdjuster(
+            {"-include-pch", Pch}, ArgumentInsertPosition::BEGIN)(
+            Command.CommandLine, Command.Filename);
+    return Unit;
+  };
   if (!CacheDir.empty()) {
-    HeaderCache Cache(CacheDir, Result.Root);
+    Cache.emplace(CacheDir, Result.Root);
     for (size_t I = 0; I < Sources.size(); ++I) {
       if (Commands[I].empty())
         continue;
@@ -708,20 +742,9 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
         llvm::consumeError(Code.takeError());
         continue;
       }
-      std::string Pch =
-          Cache.pchFor(Commands[I].front(),
-                       precompilablePrefix(Sources[I], *Code,
-                                           Commands[I].front(), Result.Root));
-      if (Pch.empty())
-        continue;
-      for (CompileCommand &Command : Commands[I])
-        Command.CommandLine = getInsertArgumentAdjuster(
-            {"-include-pch", Pch}, ArgumentInsertPosition::BEGIN)(
-            Command.CommandLine, Command.Filename);
+      Codes[I] = std::move(*Code);
+      Commands[I] = WithCache(I, std::move(Commands[I]));
     }
-    if (Options.CacheTrace)
-      for (const std::string &Event : Cache.events())
-        llvm::errs() << "ddpify: cache: " << Event << "\n";
   }
 
   std::vector<UnitResult> Units(Sources.size());
@@ -729,26 +752,30 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
       llvm::hardware_concurrency(Options.Jobs).compute_thread_count(),
       Sources.size());
   Progress Bar(Sources.size(), !Options.Quiet && llvm::errs().is_displayed());
+  // Parses with the header cache; again without it only when the failure
+  // may be the cache's (an error that is not the code's), so the cache can
+  // only make a run faster.
+  auto ParseCached = [&](size_t I, const std::vector<CompileCommand> &Cached,
+                         const std::vector<CompileCommand> &Uncached) {
+    UnitResult Unit =
+        parseUnit(Options, Result.Root, Sources[I], Shown[I], Cached);
+    if (Unit.Failed && !Unit.CodeErrorsOnly && Cached != Uncached)
+      Unit = parseUnit(Options, Result.Root, Sources[I], Shown[I], Uncached);
+    return Unit;
+  };
   auto ParseOne = [&](size_t I) {
     Bar.start(Shown[I]);
-    Units[I] =
-        parseUnit(Options, Result.Root, Sources[I], Shown[I], Commands[I]);
-    // A unit that fails with the cached header gets a second chance
-    // without it, so the cache can only make a run faster.
-    if (Units[I].Failed && Commands[I] != WithoutCache[I])
-      Units[I] = parseUnit(Options, Result.Root, Sources[I], Shown[I],
-                           WithoutCache[I]);
-    // g++ builds C++20 code at -std=c++17 (`void train(auto &loader)`,
+    Units[I] = ParseCached(I, Commands[I], WithoutCache[I]);
+    // g++ builds C++20 code at -std=c++17 (`void train(auto &model)`,
     // with a warning); Clang does not: a unit that fails before C++20 is
-    // tried again at C++20. Its own errors are the ones shown if that
-    // fails too.
+    // tried again at C++20, with a precompiled header of that standard.
+    // Its own errors are the ones shown if that fails too.
     std::string From, To;
     std::vector<CompileCommand> Later;
     if (Units[I].Failed && !WithoutCache[I].empty())
       Later = atCxx20(WithoutCache[I], From, To);
     if (!Later.empty()) {
-      UnitResult Retry =
-          parseUnit(Options, Result.Root, Sources[I], Shown[I], Later);
+      UnitResult Retry = ParseCached(I, WithCache(I, Later), Later);
       if (!Retry.Failed) {
         Retry.Errors = "ddpify: note: '" + Shown[I] + "' does not parse at " +
                        From + " but does at " + To +
@@ -793,6 +820,9 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
     Pool.wait();
   }
   Bar.clear();
+  if (Cache && Options.CacheTrace)
+    for (const std::string &Event : Cache->events())
+      llvm::errs() << "ddpify: cache: " << Event << "\n";
 
   // In source order, whatever order the workers finished in.
   bool Failed = false;
