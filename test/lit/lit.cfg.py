@@ -60,6 +60,18 @@ config.substitutions.append(
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%project_source_dir", config.project_source_dir))
 config.environment["LC_ALL"] = "C"
+# Where the test command compiles through ccache (scripts/test.sh), so do
+# the programs the tests build with the plain compiler (a Makefile's,
+# pkg-config's flags): ccache's compiler links go first on PATH, with the
+# checkout as its base folder, so a fresh clone reuses what an earlier one
+# compiled.
+if (os.environ.get("CMAKE_CXX_COMPILER_LAUNCHER", "").endswith("ccache")
+        and os.path.isdir("/usr/lib/ccache")):
+    config.environment["PATH"] = os.pathsep.join(
+        ["/usr/lib/ccache", config.environment.get("PATH", os.environ["PATH"])])
+    for name in ("CCACHE_BASEDIR", "CCACHE_NOHASHDIR", "CCACHE_DIR"):
+        if name in os.environ:
+            config.environment[name] = os.environ[name]
 # The ddpify CMake package of this build tree (R10-configure.test): only
 # written when the runtime is configured.
 ddpify_build_dir = getattr(config, "ddpify_build_dir", "")
