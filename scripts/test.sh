@@ -30,6 +30,12 @@ if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
 fi
+# The same for ddpify's precompiled LibTorch headers, which the tests' runs
+# of ddpify build (lit, the idioms, the examples): one folder outside the
+# checkout, paths under the checkout relative in their keys, so a fresh
+# clone reuses what an earlier one built (docs/testing.md).
+export DDPIFY_CACHE_BASEDIR="$root"
+export DDPIFY_TEST_CACHE_DIR=${DDPIFY_TEST_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ddpify/tests}
 
 if ((quick)); then
   bash "$root/scripts/build.sh"

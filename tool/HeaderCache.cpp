@@ -24,7 +24,7 @@ using namespace clang::tooling;
 namespace ddpify {
 namespace {
 
-constexpr llvm::StringLiteral ManifestHeader = "ddpify-pch 2";
+constexpr llvm::StringLiteral ManifestHeader = "ddpify-pch 3";
 
 std::string hex(uint64_t Value) { return llvm::utohexstr(Value, true, 16); }
 
@@ -97,22 +97,36 @@ enum class ManifestState {
   Stale,         ///< Missing, or a file it lists has changed.
   Holds,         ///< Every file it lists has the contents it had.
   ProjectHeader, ///< It holds, and lists one of the project's headers.
+  OtherBase,     ///< Built under another base, from files under it.
 };
 
 /// Whether every file the manifest lists still has the contents it had, and
 /// whether one of its user (non-system) headers is one of the project's.
-ManifestState manifestState(llvm::StringRef ManifestPath,
-                            llvm::StringRef Root) {
+/// OtherBase, before any file is read, when the header was built under a
+/// base folder other than Base and lists a file under that folder: that
+/// header is another checkout's.
+ManifestState manifestState(llvm::StringRef ManifestPath, llvm::StringRef Root,
+                            llvm::StringRef Base) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Manifest =
       llvm::MemoryBuffer::getFile(ManifestPath);
   if (!Manifest)
     return ManifestState::Stale;
   llvm::SmallVector<llvm::StringRef> Lines;
   (*Manifest)->getBuffer().split(Lines, '\n', -1, /*KeepEmpty=*/false);
-  if (Lines.empty() || Lines.front() != ManifestHeader)
+  if (Lines.size() < 2 || Lines[0] != ManifestHeader ||
+      !Lines[1].starts_with("base"))
     return ManifestState::Stale;
+  llvm::StringRef BuiltBase = Lines[1].drop_front(4).ltrim();
+  auto Files = llvm::ArrayRef(Lines).drop_front(2);
+  // The cache's own prefix file may lie anywhere: it is no checkout's.
+  if (!BuiltBase.empty() && BuiltBase != Base &&
+      llvm::any_of(Files, [&](llvm::StringRef Line) {
+        auto [Kind, Path] = Line.split(' ').second.split(' ');
+        return Kind != "prefix" && isPathUnder(Path, BuiltBase);
+      }))
+    return ManifestState::OtherBase;
   ManifestState State = ManifestState::Holds;
-  for (llvm::StringRef Line : llvm::ArrayRef(Lines).drop_front()) {
+  for (llvm::StringRef Line : Files) {
     auto [Hash, KindAndPath] = Line.split(' ');
     auto [Kind, Path] = KindAndPath.split(' ');
     std::optional<uint64_t> Now = hashFile(Path);
@@ -122,6 +136,25 @@ ManifestState manifestState(llvm::StringRef ManifestPath,
       State = ManifestState::ProjectHeader;
   }
   return State;
+}
+
+/// Text with each path under Base (Base itself, or Base followed by a
+/// separator) spelled relative to it.
+std::string relativeToBase(llvm::StringRef Text, llvm::StringRef Base) {
+  if (Base.empty())
+    return Text.str();
+  std::string Out;
+  while (true) {
+    size_t At = Text.find(Base);
+    if (At == llvm::StringRef::npos)
+      break;
+    size_t End = At + Base.size();
+    bool Whole = End == Text.size() || Text[End] == '/';
+    Out += Text.take_front(At);
+    Out += Whole ? llvm::StringRef("\x02") : Base;
+    Text = Text.drop_front(End);
+  }
+  return Out + Text.str();
 }
 
 /// Writes Contents to Path through a temporary file and a rename, so another
@@ -392,15 +425,30 @@ std::string HeaderCache::pchFor(const CompileCommand &Command,
   std::vector<std::string> Arguments = headerArguments(Command);
   // The folder matters only to relative paths: units of one project built in
   // several folders share the header.
-  std::string KeyText = getClangFullVersion() + '\0';
-  if (hasRelativePath(Arguments))
-    KeyText += Command.Directory;
-  for (const std::string &Arg : llvm::ArrayRef(Arguments).drop_front())
-    KeyText += '\0' + Arg;
-  KeyText += '\1';
-  for (const std::string &Header : Prefix)
-    KeyText += '\0' + Header;
-  std::string Key = hex(llvm::xxh3_64bits(KeyText));
+  auto KeyUnder = [&](llvm::StringRef KeyBase) {
+    std::string KeyText = getClangFullVersion() + '\0';
+    if (hasRelativePath(Arguments))
+      KeyText += relativeToBase(Command.Directory, KeyBase);
+    for (const std::string &Arg : llvm::ArrayRef(Arguments).drop_front())
+      KeyText += '\0' + relativeToBase(Arg, KeyBase);
+    KeyText += '\1';
+    for (const std::string &Header : Prefix)
+      KeyText += '\0' + Header;
+    return hex(llvm::xxh3_64bits(KeyText));
+  };
+  // Under the base first (another checkout may have built it); where that
+  // entry is another checkout's own, under a key of this folder's exact
+  // paths, which no other base shares.
+  if (std::optional<std::string> Pch =
+          pchUnder(KeyUnder(Base), Base, Command, Prefix))
+    return *Pch;
+  return pchUnder(KeyUnder("") + "-exact", "", Command, Prefix).value_or("");
+}
+
+std::optional<std::string>
+HeaderCache::pchUnder(llvm::StringRef Key, llvm::StringRef KeyBase,
+                      const CompileCommand &Command,
+                      llvm::ArrayRef<std::string> Prefix) {
   auto Found = Known.find(Key);
   if (Found != Known.end())
     return Found->second;
@@ -410,47 +458,54 @@ std::string HeaderCache::pchFor(const CompileCommand &Command,
   llvm::SmallString<256> Pch(KeyDir), Manifest(KeyDir);
   llvm::sys::path::append(Pch, "prefix.pch");
   llvm::sys::path::append(Manifest, "manifest");
-  std::string Result;
-  ManifestState State = manifestState(Manifest, Root);
+  std::optional<std::string> Result;
+  ManifestState State = manifestState(Manifest, Root, KeyBase);
   // Processes sharing the folder (parallel test runs, builds) build a
   // header once: the others wait on the key's lock, then find it built.
   // Bounded, so a stuck builder only costs a second build.
   int LockFD = -1;
   bool Built = State == ManifestState::Holds && llvm::sys::fs::exists(Pch);
   if (!Built && State != ManifestState::ProjectHeader &&
+      State != ManifestState::OtherBase &&
       !llvm::sys::fs::create_directories(KeyDir)) {
     llvm::SmallString<256> LockPath(KeyDir);
     llvm::sys::path::append(LockPath, "lock");
     if (!llvm::sys::fs::openFileForWrite(LockPath, LockFD,
                                          llvm::sys::fs::CD_OpenAlways) &&
         !llvm::sys::fs::tryLockFile(LockFD, std::chrono::minutes(5)))
-      State = manifestState(Manifest, Root);
+      State = manifestState(Manifest, Root, KeyBase);
   }
-  if (State == ManifestState::Holds && llvm::sys::fs::exists(Pch)) {
+  if (State == ManifestState::OtherBase) {
+    // Another checkout's: not a hit, not built over.
+  } else if (State == ManifestState::Holds && llvm::sys::fs::exists(Pch)) {
     Result = Pch.str().str();
-    Events.push_back("hit " + Key);
+    Events.push_back("hit " + Key.str());
   } else if (State == ManifestState::ProjectHeader) {
     // Known from an earlier run: not built again.
-    Events.push_back("refused " + Key);
+    Result = "";
+    Events.push_back("refused " + Key.str());
   } else {
     FailureReason.clear();
-    Result = build(Command, Prefix, KeyDir);
+    Result = build(Command, Prefix, KeyDir, KeyBase);
     Events.push_back(
-        Result.empty() ? "none " + Key +
-                             (FailureReason.empty() ? "" : ": " + FailureReason)
-                       : "built " + Key);
+        Result->empty()
+            ? "none " + Key.str() +
+                  (FailureReason.empty() ? "" : ": " + FailureReason)
+            : "built " + Key.str());
   }
   if (LockFD >= 0) {
     llvm::sys::fs::unlockFile(LockFD);
     llvm::sys::Process::SafelyCloseFileDescriptor(LockFD);
   }
-  Known[Key] = Result;
+  if (Result)
+    Known[Key] = *Result;
   return Result;
 }
 
 std::string HeaderCache::build(const CompileCommand &Command,
                                llvm::ArrayRef<std::string> Prefix,
-                               llvm::StringRef KeyDir) {
+                               llvm::StringRef KeyDir,
+                               llvm::StringRef KeyBase) {
   if (llvm::sys::fs::create_directories(KeyDir))
     return "";
   llvm::SmallString<256> Header(KeyDir), Pch(KeyDir), Manifest(KeyDir);
@@ -517,7 +572,8 @@ std::string HeaderCache::build(const CompileCommand &Command,
         LibTorchDirs.push_back(Path.substr(0, Path.size() - Marker.size()));
   }
   std::string HeaderPath = Absolute(Header);
-  std::string ManifestText = ManifestHeader.str() + "\n";
+  std::string ManifestText =
+      ManifestHeader.str() + "\nbase " + KeyBase.str() + "\n";
   bool ProjectHeader = false;
   for (const std::string &Dependency : Dependencies->getDependencies()) {
     std::string Path = Absolute(Dependency);

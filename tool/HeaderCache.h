@@ -20,6 +20,7 @@
 #include "clang/Tooling/CompilationDatabase.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,12 @@ namespace ddpify {
 
 class HeaderCache {
 public:
-  /// Root: the project, whose headers are never precompiled.
-  HeaderCache(std::string Dir, std::string Root)
-      : Dir(std::move(Dir)), Root(std::move(Root)) {}
+  /// Root: the project, whose headers are never precompiled. Base (as
+  /// ccache's CCACHE_BASEDIR, empty for none): paths under it count as
+  /// relative in a key, so checkouts of one project in other folders share
+  /// a header when none of its files lies under their own folder.
+  HeaderCache(std::string Dir, std::string Root, std::string Base = "")
+      : Dir(std::move(Dir)), Root(std::move(Root)), Base(std::move(Base)) {}
 
   /// The precompiled header of Prefix (see precompilablePrefix) that
   /// Command's translation unit can be parsed with (`-include-pch`), built now
@@ -44,11 +48,20 @@ public:
   const std::vector<std::string> &events() const { return Events; }
 
 private:
+  /// The header under Key, whose paths are relative to KeyBase: built when
+  /// missing or stale; nullopt when Key's entry was built under another
+  /// base from files under it (the caller then uses a key of its own).
+  std::optional<std::string>
+  pchUnder(llvm::StringRef Key, llvm::StringRef KeyBase,
+           const clang::tooling::CompileCommand &Command,
+           llvm::ArrayRef<std::string> Prefix);
   std::string build(const clang::tooling::CompileCommand &Command,
-                    llvm::ArrayRef<std::string> Prefix, llvm::StringRef KeyDir);
+                    llvm::ArrayRef<std::string> Prefix, llvm::StringRef KeyDir,
+                    llvm::StringRef KeyBase);
 
   std::string Dir;
   std::string Root;
+  std::string Base;
   std::string FailureReason;          ///< Why the last build() built nothing.
   llvm::StringMap<std::string> Known; ///< Key -> PCH path ("" if unusable).
   std::vector<std::string> Events;

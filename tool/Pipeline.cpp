@@ -733,7 +733,13 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
     return Unit;
   };
   if (!CacheDir.empty()) {
-    Cache.emplace(CacheDir, Result.Root);
+    // As ccache's CCACHE_BASEDIR: checkouts in other folders share headers.
+    std::string Base;
+    if (std::optional<std::string> FromEnv =
+            llvm::sys::Process::GetEnv("DDPIFY_CACHE_BASEDIR");
+        FromEnv && !FromEnv->empty())
+      Base = absoluteRealPath(*FromEnv);
+    Cache.emplace(CacheDir, Result.Root, Base);
     for (size_t I = 0; I < Sources.size(); ++I) {
       if (Commands[I].empty())
         continue;

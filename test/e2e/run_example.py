@@ -133,6 +133,12 @@ def clean_env(extra=None):
     # thread count everywhere so CPU kernels reduce in the same order.
     env["OMP_NUM_THREADS"] = "1"
     env["MKL_NUM_THREADS"] = "1"
+    # ddpify's header cache: scripts/test.sh's folder outside the checkout,
+    # shared by its clones (test/lit/lit.cfg.py says why).
+    if (os.environ.get("DDPIFY_TEST_CACHE_DIR")
+            and "DDPIFY_CACHE_DIR" not in os.environ):
+        env["DDPIFY_CACHE_DIR"] = os.path.join(
+            os.environ["DDPIFY_TEST_CACHE_DIR"], "examples")
     if extra:
         env.update(extra)
     return env

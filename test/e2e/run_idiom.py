@@ -475,8 +475,11 @@ def main():
     ddpify, ddprun = tools
     work, logs, orig_build, migrated, mig_build = rx.fresh_work_dir(
         args.work_dir)
-    cache = ["--cache-dir", os.path.abspath(args.cache_dir)] \
-        if args.cache_dir else []
+    # scripts/test.sh's folder outside the checkout, shared by its clones
+    # (lit.cfg.py says why), before the build's own.
+    cache_dir = (os.path.join(os.environ["DDPIFY_TEST_CACHE_DIR"], "idioms")
+                 if os.environ.get("DDPIFY_TEST_CACHE_DIR") else args.cache_dir)
+    cache = ["--cache-dir", os.path.abspath(cache_dir)] if cache_dir else []
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
     # Only what the command line says finds ddpify: CMake's user package
     # registry of a HOME of the test's own is empty (the real one may hold

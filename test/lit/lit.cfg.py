@@ -122,7 +122,16 @@ if shutil.which("script"):
     config.available_features.add("script")
 
 if cache_on:
-    config.environment["DDPIFY_CACHE_DIR"] = os.path.join(config.test_exec_root, "ddpify-cache")
+    # DDPIFY_TEST_CACHE_DIR (scripts/test.sh: one folder outside the
+    # checkout) with DDPIFY_CACHE_BASEDIR (the checkout): a fresh clone
+    # reuses the headers an earlier checkout built, as ccache does its
+    # objects (tool/HeaderCache.h). Else a folder of this build's own.
+    shared = os.environ.get("DDPIFY_TEST_CACHE_DIR")
+    config.environment["DDPIFY_CACHE_DIR"] = (
+        os.path.join(shared, "lit") if shared
+        else os.path.join(config.test_exec_root, "ddpify-cache"))
+    if os.environ.get("DDPIFY_CACHE_BASEDIR"):
+        config.environment["DDPIFY_CACHE_BASEDIR"] = os.environ["DDPIFY_CACHE_BASEDIR"]
 else:
     config.environment["DDPIFY_CACHE_DIR"] = ""
 
