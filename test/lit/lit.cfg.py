@@ -142,8 +142,16 @@ def syntax_check_pch(args=compile_args, name="syntax-check-torch.pch"):
     (a changed header or flag); None when it cannot be built. Its templates
     are instantiated once, in the PCH (-fpch-instantiate-templates), not again
     by every check: a third of the time of each."""
-    pch = os.path.join(config.test_exec_root if torch2 else config.lit_binary_dir,
-                       name)
+    folder = config.test_exec_root if torch2 else config.lit_binary_dir
+    # In scripts/test.sh's folder outside the checkout, where a fresh clone
+    # finds it built (its arguments name no path of the checkout).
+    if os.environ.get("DDPIFY_TEST_CACHE_DIR"):
+        import hashlib
+        folder = os.path.join(
+            os.environ["DDPIFY_TEST_CACHE_DIR"], "syntax-check",
+            hashlib.sha256((config.clangxx + "\0" + args).encode()).hexdigest()[:16])
+        os.makedirs(folder, exist_ok=True)
+    pch = os.path.join(folder, name)
     flags = args.split()
 
     def accepted():
