@@ -103,8 +103,8 @@ enum class ManifestState {
 /// Whether every file the manifest lists still has the contents it had, and
 /// whether one of its user (non-system) headers is one of the project's.
 /// OtherBase, before any file is read, when the header was built under a
-/// base folder other than Base and lists a file under that folder: that
-/// header is another checkout's.
+/// base folder other than Base, which still exists, and lists a file under
+/// that folder: that header is another checkout's.
 ManifestState manifestState(llvm::StringRef ManifestPath, llvm::StringRef Root,
                             llvm::StringRef Base) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Manifest =
@@ -118,8 +118,10 @@ ManifestState manifestState(llvm::StringRef ManifestPath, llvm::StringRef Root,
     return ManifestState::Stale;
   llvm::StringRef BuiltBase = Lines[1].drop_front(4).ltrim();
   auto Files = llvm::ArrayRef(Lines).drop_front(2);
-  // The cache's own prefix file may lie anywhere: it is no checkout's.
+  // The cache's own prefix file may lie anywhere: it is no checkout's. A
+  // checkout that is gone holds no entry: it is stale, built over.
   if (!BuiltBase.empty() && BuiltBase != Base &&
+      llvm::sys::fs::is_directory(BuiltBase) &&
       llvm::any_of(Files, [&](llvm::StringRef Line) {
         auto [Kind, Path] = Line.split(' ').second.split(' ');
         return Kind != "prefix" && isPathUnder(Path, BuiltBase);

@@ -52,8 +52,23 @@ config.substitutions.append(("%runtime_include", runtime_include))
 # The clang++ the migrated programs are checked with, for a test's own flags.
 config.substitutions.append(("%clangxx", config.clangxx))
 # Checks that the migrated program compiles against LibTorch and the runtime.
+# Under scripts/test.sh through syntax_check.py, which remembers the checks
+# that passed (with the contents of every file each read) in the test folder
+# outside the checkout, as ccache does compiles: the same check of the same
+# files passes again without the compiler; a failing one always runs.
+import sys
+checker = config.clangxx
+if os.environ.get("DDPIFY_TEST_CACHE_DIR"):
+    checker = " ".join(
+        [sys.executable, os.path.join(config.test_source_root, "syntax_check.py"),
+         "--memo", os.path.join(os.environ["DDPIFY_TEST_CACHE_DIR"], "syntax-checks")]
+        + (["--base", os.environ["DDPIFY_CACHE_BASEDIR"]]
+           if os.environ.get("DDPIFY_CACHE_BASEDIR") else [])
+        + ["--", config.clangxx])
 config.substitutions.append(
-    ("%syntax_check", config.clangxx + " -fsyntax-only " + compile_args + " -I" + runtime_include))
+    ("%syntax_check", checker + " -fsyntax-only " + compile_args + " -I" + runtime_include))
+config.substitutions.append(
+    ("%memo_check", sys.executable + " " + os.path.join(config.test_source_root, "syntax_check.py")))
 # `%expect N cmd...`: runs cmd and fails unless its exit status is N.
 config.substitutions.append(
     ("%expect", "bash " + os.path.join(config.test_source_root, "Inputs", "expect-exit.sh")))
@@ -182,7 +197,7 @@ pch = syntax_check_pch()
 if pch:
     config.substitutions.insert(0, (
         "%syntax_check",
-        config.clangxx + " -fsyntax-only " + compile_args + " -include-pch " + pch + " -I" + runtime_include))
+        checker + " -fsyntax-only " + compile_args + " -include-pch " + pch + " -I" + runtime_include))
 # The same check at C++14 (a precompiled header of its own); ahead of
 # %syntax_check, whose name is a prefix of it. LibTorch 2.x needs C++17
 # (its headers stop with #error at C++14): the tests run it only where the
@@ -194,5 +209,5 @@ if not torch2:
     cxx14_pch = syntax_check_pch(cxx14_args, "syntax-check-torch-cxx14.pch")
 config.substitutions.insert(0, (
     "%syntax_check_cxx14",
-    config.clangxx + " -fsyntax-only " + cxx14_args +
+    checker + " -fsyntax-only " + cxx14_args +
     (" -include-pch " + cxx14_pch if cxx14_pch else "") + " -I" + runtime_include))
