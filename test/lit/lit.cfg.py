@@ -57,11 +57,31 @@ config.substitutions.append(("%clangxx", config.clangxx))
 # outside the checkout, as ccache does compiles: the same check of the same
 # files passes again without the compiler; a failing one always runs.
 import sys
+import tempfile
+
+
+def writable_test_cache():
+    """scripts/test.sh's DDPIFY_TEST_CACHE_DIR, when set and writable."""
+    folder = os.environ.get("DDPIFY_TEST_CACHE_DIR")
+    if not folder:
+        return None
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        lit_config.note("DDPIFY_TEST_CACHE_DIR unusable (%s): caches in the "
+                        "build tree" % error)
+        return None
+    return folder
+
+
+test_cache = writable_test_cache()
 checker = config.clangxx
-if os.environ.get("DDPIFY_TEST_CACHE_DIR"):
+if test_cache:
     checker = " ".join(
         [sys.executable, os.path.join(config.test_source_root, "syntax_check.py"),
-         "--memo", os.path.join(os.environ["DDPIFY_TEST_CACHE_DIR"], "syntax-checks")]
+         "--memo", os.path.join(test_cache, "syntax-checks")]
         + (["--base", os.environ["DDPIFY_CACHE_BASEDIR"]]
            if os.environ.get("DDPIFY_CACHE_BASEDIR") else [])
         + ["--", config.clangxx])
@@ -141,7 +161,7 @@ if cache_on:
     # checkout) with DDPIFY_CACHE_BASEDIR (the checkout): a fresh clone
     # reuses the headers an earlier checkout built, as ccache does its
     # objects (tool/HeaderCache.h). Else a folder of this build's own.
-    shared = os.environ.get("DDPIFY_TEST_CACHE_DIR")
+    shared = test_cache
     config.environment["DDPIFY_CACHE_DIR"] = (
         os.path.join(shared, "lit") if shared
         else os.path.join(config.test_exec_root, "ddpify-cache"))
@@ -160,10 +180,10 @@ def syntax_check_pch(args=compile_args, name="syntax-check-torch.pch"):
     folder = config.test_exec_root if torch2 else config.lit_binary_dir
     # In scripts/test.sh's folder outside the checkout, where a fresh clone
     # finds it built (its arguments name no path of the checkout).
-    if os.environ.get("DDPIFY_TEST_CACHE_DIR"):
+    if test_cache:
         import hashlib
         folder = os.path.join(
-            os.environ["DDPIFY_TEST_CACHE_DIR"], "syntax-check",
+            test_cache, "syntax-check",
             hashlib.sha256((config.clangxx + "\0" + args).encode()).hexdigest()[:16])
         os.makedirs(folder, exist_ok=True)
     pch = os.path.join(folder, name)

@@ -110,8 +110,12 @@ def main(argv):
     except (OSError, ValueError, KeyError):
         pass
 
-    os.makedirs(memo, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=memo) as scratch:
+    try:
+        os.makedirs(memo, exist_ok=True)
+        scratch_dir = tempfile.TemporaryDirectory(dir=memo)
+    except OSError:  # Nowhere to remember it: the check just runs.
+        return subprocess.call(command)
+    with scratch_dir as scratch:
         deps_file = os.path.join(scratch, "deps")
         code = subprocess.call(command + ["-MD", "-MF", deps_file,
                                           "-MT", "check"])
