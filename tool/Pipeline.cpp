@@ -715,16 +715,16 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
   std::string CacheDir = cacheDirectory(Options, Result.Root);
   std::optional<HeaderCache> Cache;
   std::mutex CacheMutex; // The C++20 retries ask for headers in parallel.
-  std::vector<std::string> Codes(Sources.size());
+  // Each unit's include prefix, scanned once: the C++20 retry changes only
+  // the standard, not the folders its headers are found in.
+  std::vector<std::vector<std::string>> Prefixes(Sources.size());
   // Commands with the precompiled header of the unit's prefix in front;
   // Commands themselves when there is none.
   auto WithCache = [&](size_t I, std::vector<CompileCommand> Unit) {
-    if (!Cache || Unit.empty() || Codes[I].empty())
+    if (!Cache || Unit.empty() || Prefixes[I].empty())
       return Unit;
     std::lock_guard<std::mutex> Lock(CacheMutex);
-    std::string Pch = Cache->pchFor(
-        Unit.front(),
-        precompilablePrefix(Sources[I], Codes[I], Unit.front(), Result.Root));
+    std::string Pch = Cache->pchFor(Unit.front(), Prefixes[I]);
     if (!Pch.empty())
       for (CompileCommand &Command : Unit)
         Command.CommandLine = getInsertArgumentAdjuster(
@@ -748,7 +748,8 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
         llvm::consumeError(Code.takeError());
         continue;
       }
-      Codes[I] = std::move(*Code);
+      Prefixes[I] = precompilablePrefix(Sources[I], *Code, Commands[I].front(),
+                                        Result.Root);
       Commands[I] = WithCache(I, std::move(Commands[I]));
     }
   }

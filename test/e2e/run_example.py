@@ -127,18 +127,22 @@ class Checks:
                   + (f" -- {line}" if not ok and line else ""))
 
 
+def test_cache_dir(name):
+    """The folder of ddpify's header cache for tests of one kind inside
+    scripts/test.sh's DDPIFY_TEST_CACHE_DIR, outside the checkout and
+    shared by its clones (test/lit/lit.cfg.py says why); None elsewhere."""
+    shared = os.environ.get("DDPIFY_TEST_CACHE_DIR")
+    return os.path.join(shared, name) if shared else None
+
+
 def clean_env(extra=None):
     env = {k: v for k, v in os.environ.items() if not LAUNCHER_VARS.match(k)}
     # Two ranks share this machine's cores: one thread each, and the same
     # thread count everywhere so CPU kernels reduce in the same order.
     env["OMP_NUM_THREADS"] = "1"
     env["MKL_NUM_THREADS"] = "1"
-    # ddpify's header cache: scripts/test.sh's folder outside the checkout,
-    # shared by its clones (test/lit/lit.cfg.py says why).
-    if (os.environ.get("DDPIFY_TEST_CACHE_DIR")
-            and "DDPIFY_CACHE_DIR" not in os.environ):
-        env["DDPIFY_CACHE_DIR"] = os.path.join(
-            os.environ["DDPIFY_TEST_CACHE_DIR"], "examples")
+    if test_cache_dir("examples") and "DDPIFY_CACHE_DIR" not in os.environ:
+        env["DDPIFY_CACHE_DIR"] = test_cache_dir("examples")
     if extra:
         env.update(extra)
     return env

@@ -475,10 +475,7 @@ def main():
     ddpify, ddprun = tools
     work, logs, orig_build, migrated, mig_build = rx.fresh_work_dir(
         args.work_dir)
-    # scripts/test.sh's folder outside the checkout, shared by its clones
-    # (lit.cfg.py says why), before the build's own.
-    cache_dir = (os.path.join(os.environ["DDPIFY_TEST_CACHE_DIR"], "idioms")
-                 if os.environ.get("DDPIFY_TEST_CACHE_DIR") else args.cache_dir)
+    cache_dir = rx.test_cache_dir("idioms") or args.cache_dir
     cache = ["--cache-dir", os.path.abspath(cache_dir)] if cache_dir else []
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
     # Only what the command line says finds ddpify: CMake's user package

@@ -161,9 +161,8 @@ if cache_on:
     # checkout) with DDPIFY_CACHE_BASEDIR (the checkout): a fresh clone
     # reuses the headers an earlier checkout built, as ccache does its
     # objects (tool/HeaderCache.h). Else a folder of this build's own.
-    shared = test_cache
     config.environment["DDPIFY_CACHE_DIR"] = (
-        os.path.join(shared, "lit") if shared
+        os.path.join(test_cache, "lit") if test_cache
         else os.path.join(config.test_exec_root, "ddpify-cache"))
     if os.environ.get("DDPIFY_CACHE_BASEDIR"):
         config.environment["DDPIFY_CACHE_BASEDIR"] = os.environ["DDPIFY_CACHE_BASEDIR"]
