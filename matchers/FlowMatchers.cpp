@@ -762,8 +762,8 @@ private:
         continue;
       // Batches cut by hand that R4 shards (HandBatchMatchers.cpp).
       std::string NotShardedWhy;
-      if (const auto *For = dyn_cast<ForStmt>(Loop))
-        if (handBatchLoop(*Context, For, *Oracle, &NotShardedWhy).Loop)
+      if (isa<ForStmt, WhileStmt>(Loop))
+        if (handBatchLoop(*Context, Loop, *Oracle, &NotShardedWhy).Loop)
           continue;
       if (const auto *List = dyn_cast<CXXForRangeStmt>(Loop))
         if (handBatchList(*Context, List, *Oracle, &NotShardedWhy))

@@ -9,6 +9,12 @@
 //
 // The header may also be `i <= N`, `i + K <= N` (whole batches only),
 // `N > i`, `i != N` (step 1), stepped by `++i`, `i++` or `i = i + S`.
+// A while loop whose body's last statement steps a counter declared before
+// it, read by nothing after it, keeps its body:
+//
+//   while (i < N) { ...; i += S; }
+//   for (const auto ddp_i : ddp::batch_starts(i, N, S)) { i = ddp_i; ...;
+//   i += S; }
 //
 // Shown when: the counter is declared by the loop (an integer); N, K and S
 // change nowhere in the loop and call nothing but size queries; the loop
@@ -144,7 +150,12 @@ bool isSliceConstruction(const Expr *E) {
 /// never assigns, literals, and size queries.
 class Invariance {
 public:
-  explicit Invariance(const Stmt *Body) { collectAssigned(Body); }
+  /// Except, when given, is a statement of Body not counted (a while loop's
+  /// own step, `i += batch;`).
+  explicit Invariance(const Stmt *Body, const Stmt *Except = nullptr)
+      : Except(Except) {
+    collectAssigned(Body);
+  }
 
   bool holds(const Expr *E) const {
     if (!E)
@@ -175,7 +186,7 @@ public:
 
 private:
   void collectAssigned(const Stmt *S) {
-    if (!S)
+    if (!S || S == Except)
       return;
     if (const auto *Binary = dyn_cast<BinaryOperator>(S)) {
       if (Binary->isAssignmentOp())
@@ -207,6 +218,7 @@ private:
       collectAssigned(Child);
   }
 
+  const Stmt *Except;
   std::set<const VarDecl *> Assigned;
 };
 
@@ -227,16 +239,17 @@ const Stmt *earlyExit(const Stmt *S, bool Nested) {
   return nullptr;
 }
 
-/// Every reference to Counter in S.
+/// Every reference to Counter in S, except inside Except.
 void referencesTo(const Stmt *S, const VarDecl *Counter,
-                  std::vector<const DeclRefExpr *> &Out) {
-  if (!S)
+                  std::vector<const DeclRefExpr *> &Out,
+                  const Stmt *Except = nullptr) {
+  if (!S || S == Except)
     return;
   if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
     if (Ref->getDecl() == Counter)
       Out.push_back(Ref);
   for (const Stmt *Child : S->children())
-    referencesTo(Child, Counter, Out);
+    referencesTo(Child, Counter, Out, Except);
 }
 
 /// Progress output inside the loop: statements that only print, under
@@ -413,14 +426,17 @@ bool isOwnStep(ASTContext &Context, const DeclRefExpr *Use) {
 /// vector of tensors. Cuts is set when one does cut.
 class BatchPicking {
 public:
-  BatchPicking(ASTContext &Context, const Stmt *Body, const Invariance &Fixed)
-      : Context(Context), Body(Body), Fixed(Fixed), Progress(Context, Body) {}
+  /// Except: as Invariance's.
+  BatchPicking(ASTContext &Context, const Stmt *Body, const Invariance &Fixed,
+               const Stmt *Except = nullptr)
+      : Context(Context), Body(Body), Except(Except), Fixed(Fixed),
+        Progress(Context, Body) {}
 
   bool onlyPicks(const VarDecl *Var, int Depth = 0) {
     if (Depth > 4)
       return false;
     std::vector<const DeclRefExpr *> Uses;
-    referencesTo(Body, Var, Uses);
+    referencesTo(Body, Var, Uses, Except);
     bool Only = true;
     for (const DeclRefExpr *Use : Uses)
       Only &= usePicks(Use, Depth);
@@ -491,6 +507,10 @@ private:
           Cuts = true;
         return true;
       } else if (const auto *Binary = dyn_cast<BinaryOperator>(Parent)) {
+        // `end - start`: the size of the batch, which may weigh a metric as
+        // a bound does.
+        if (isBatchSize(Binary))
+          return true;
         if (!Binary->isAdditiveOp() && !Binary->isMultiplicativeOp())
           return false;
       } else if (!isa<ImplicitCastExpr, ParenExpr, CXXFunctionalCastExpr,
@@ -505,8 +525,29 @@ private:
     return false;
   }
 
+  /// `end - start`, where the body declares `end` from `start`.
+  bool isBatchSize(const BinaryOperator *Binary) const {
+    if (Binary->getOpcode() != BO_Sub)
+      return false;
+    const VarDecl *End = varOf(Binary->getLHS());
+    const VarDecl *Start = varOf(Binary->getRHS());
+    if (!End || !Start || !End->getType()->isIntegerType() ||
+        !End->isLocalVarDecl() || !declaredInBody(End) || !End->getInit() ||
+        Fixed.assigns(End))
+      return false;
+    std::vector<const DeclRefExpr *> Reads;
+    referencesTo(End->getInit(), Start, Reads);
+    return !Reads.empty();
+  }
+
+  bool declaredInBody(const VarDecl *Var) const {
+    return Var->getBeginLoc() >= Body->getBeginLoc() &&
+           Var->getBeginLoc() <= Body->getEndLoc();
+  }
+
   ASTContext &Context;
   const Stmt *Body;
+  const Stmt *Except;
   const Invariance &Fixed;
   ProgressOutput Progress;
 };
@@ -640,8 +681,8 @@ const Stmt *enclosingBatchLoop(ASTContext &Context, const Stmt *Loop,
           (isDataLoaderType(Init->getType()) || isShardedBatchLoop(Range) ||
            handBatchList(Context, Range, Oracle)))
         return S;
-    } else if (const auto *For = dyn_cast<ForStmt>(S)) {
-      if (handBatchLoop(Context, For, Oracle).Loop)
+    } else if (isa<ForStmt, WhileStmt>(S)) {
+      if (handBatchLoop(Context, S, Oracle).Loop)
         return S;
     }
     Parents = Context.getParents(*S);
@@ -649,26 +690,15 @@ const Stmt *enclosingBatchLoop(ASTContext &Context, const Stmt *Loop,
   return nullptr;
 }
 
-HandBatchLoop handBatchLoop(ASTContext &Context, const ForStmt *Loop,
-                            TrainingOracle &Oracle, std::string *Why) {
-  HandBatchLoop Result;
-  auto Refuse = [&](llvm::StringRef Reason) {
-    if (Why)
-      *Why = Reason.str();
-    return HandBatchLoop();
-  };
-  // `T i = A`
-  const auto *Init = dyn_cast_or_null<DeclStmt>(Loop->getInit());
-  if (!Init || !Init->isSingleDecl())
-    return HandBatchLoop();
-  const auto *Counter = dyn_cast<VarDecl>(Init->getSingleDecl());
-  if (!Counter || !Counter->getInit() || !Counter->getType()->isIntegerType() ||
-      Counter->getType().isConstQualified())
-    return HandBatchLoop();
-  // `i += S`, `i = i + S`, `++i`, `i++`
-  const Expr *Inc = Loop->getInc() ? Loop->getInc()->IgnoreImplicit() : nullptr;
-  const Expr *StepBy = nullptr;
-  bool UnitStep = false;
+namespace {
+
+/// The step Inc makes of Counter: `i += S`, `i = i + S`, `i = S + i` (S in
+/// StepBy), `++i` or `i++` (UnitStep). False when it is none of these.
+bool counterStep(const Expr *Inc, const VarDecl *Counter, const Expr *&StepBy,
+                 bool &UnitStep) {
+  Inc = Inc ? Inc->IgnoreImplicit() : nullptr;
+  StepBy = nullptr;
+  UnitStep = false;
   if (const auto *Step = dyn_cast_or_null<CompoundAssignOperator>(Inc)) {
     if (Step->getOpcode() == BO_AddAssign && varOf(Step->getLHS()) == Counter)
       StepBy = Step->getRHS();
@@ -684,10 +714,136 @@ HandBatchLoop handBatchLoop(ASTContext &Context, const ForStmt *Loop,
         StepBy = Sum->getLHS();
     }
   }
-  if (!StepBy && !UnitStep)
+  return StepBy || UnitStep;
+}
+
+/// S of `i + S` or `S + i`.
+const Expr *addedTo(const Expr *E, const VarDecl *Counter) {
+  const auto *Sum = dyn_cast_or_null<BinaryOperator>(strip(E));
+  if (!Sum || Sum->getOpcode() != BO_Add)
+    return nullptr;
+  if (varOf(Sum->getLHS()) == Counter)
+    return Sum->getRHS();
+  if (varOf(Sum->getRHS()) == Counter)
+    return Sum->getLHS();
+  return nullptr;
+}
+
+/// The step of a while loop over batches, its body's last statement: as
+/// counterStep, or `i = end;` where the body declares `end` as `i + S` or
+/// `std::min(i + S, M)` (S in StepBy, M in Limit).
+bool whileStep(const Stmt *Last, const VarDecl *Counter, const Stmt *Body,
+               const Expr *&StepBy, bool &UnitStep, const Expr *&Limit) {
+  const auto *Inc = dyn_cast_or_null<Expr>(Last);
+  Limit = nullptr;
+  if (counterStep(Inc, Counter, StepBy, UnitStep))
+    return true;
+  const auto *Assign =
+      dyn_cast_or_null<BinaryOperator>(Inc ? strip(Inc) : nullptr);
+  if (!Assign || Assign->getOpcode() != BO_Assign ||
+      varOf(Assign->getLHS()) != Counter)
+    return false;
+  const VarDecl *End = varOf(Assign->getRHS());
+  if (!End || !End->isLocalVarDecl() || !declaredIn(End, Body) ||
+      !End->getInit())
+    return false;
+  const Expr *Init = strip(End->getInit());
+  if ((StepBy = addedTo(Init, Counter)))
+    return true;
+  const auto *Min = dyn_cast<CallExpr>(Init);
+  if (!Min || calleeName(Min) != "std::min" || Min->getNumArgs() != 2)
+    return false;
+  for (unsigned I = 0; I < 2; ++I)
+    if ((StepBy = addedTo(Min->getArg(I), Counter))) {
+      Limit = Min->getArg(1 - I);
+      return true;
+    }
+  return false;
+}
+
+/// Whether every use of Counter outside Loop in its function only assigns it
+/// (`start = 0;` before the loop): nothing reads the value it leaves.
+bool onlyResetOutside(ASTContext &Context, const VarDecl *Counter,
+                      const Stmt *Loop) {
+  const auto *Function =
+      dyn_cast_or_null<FunctionDecl>(Counter->getParentFunctionOrMethod());
+  if (!Function || !Function->getBody())
+    return false;
+  std::vector<const DeclRefExpr *> Uses;
+  referencesTo(Function->getBody(), Counter, Uses, Loop);
+  for (const DeclRefExpr *Use : Uses) {
+    DynTypedNodeList Parents = Context.getParents(*Use);
+    const auto *Assign =
+        Parents.empty() ? nullptr : Parents[0].get<BinaryOperator>();
+    if (!Assign || Assign->getOpcode() != BO_Assign || Assign->getLHS() != Use)
+      return false;
+  }
+  return true;
+}
+
+} // namespace
+
+HandBatchLoop handBatchLoop(ASTContext &Context, const Stmt *Loop,
+                            TrainingOracle &Oracle, std::string *Why) {
+  HandBatchLoop Result;
+  auto Refuse = [&](llvm::StringRef Reason) {
+    if (Why)
+      *Why = Reason.str();
+    return HandBatchLoop();
+  };
+  const VarDecl *Counter = nullptr;
+  const Expr *StepBy = nullptr, *Limit = nullptr, *CondExpr = nullptr;
+  const Stmt *Body = nullptr, *OwnStep = nullptr;
+  bool UnitStep = false;
+  if (const auto *For = dyn_cast<ForStmt>(Loop)) {
+    // `for (T i = A; ...; i += S)`
+    const auto *Init = dyn_cast_or_null<DeclStmt>(For->getInit());
+    if (!Init || !Init->isSingleDecl())
+      return HandBatchLoop();
+    Counter = dyn_cast<VarDecl>(Init->getSingleDecl());
+    if (!Counter || !Counter->getInit())
+      return HandBatchLoop();
+    if (!counterStep(For->getInc(), Counter, StepBy, UnitStep))
+      return HandBatchLoop();
+    Body = For->getBody();
+    CondExpr = For->getCond();
+  } else if (const auto *While = dyn_cast<WhileStmt>(Loop)) {
+    // `while (i < N) { ...; i += S; }`: the counter is the condition's, and
+    // the body's last statement steps it.
+    const auto *Block = dyn_cast_or_null<CompoundStmt>(While->getBody());
+    const auto *Cond = dyn_cast_or_null<BinaryOperator>(
+        While->getCond() ? strip(While->getCond()) : nullptr);
+    if (!Block || Block->body_empty() || !Cond || While->getConditionVariable())
+      return HandBatchLoop();
+    std::vector<const VarDecl *> Candidates;
+    for (const Expr *Side : {Cond->getLHS(), Cond->getRHS()}) {
+      Candidates.push_back(varOf(Side));
+      if (const auto *Sum = dyn_cast<BinaryOperator>(strip(Side)))
+        if (Sum->getOpcode() == BO_Add) {
+          Candidates.push_back(varOf(Sum->getLHS()));
+          Candidates.push_back(varOf(Sum->getRHS()));
+        }
+    }
+    for (const VarDecl *Var : Candidates)
+      if (Var &&
+          whileStep(Block->body_back(), Var, Block, StepBy, UnitStep, Limit)) {
+        Counter = Var;
+        break;
+      }
+    if (!Counter || !Counter->isLocalVarDecl() || declaredIn(Counter, Block))
+      return HandBatchLoop();
+    Body = Block;
+    CondExpr = While->getCond();
+    OwnStep = Block->body_back();
+  } else {
+    return HandBatchLoop();
+  }
+  if (!Counter->getType()->isIntegerType() ||
+      Counter->getType().isConstQualified())
     return HandBatchLoop();
   // `i < N`, `N > i`, `i <= N`, `i + K <= N`, `i != N` (step 1)
-  const auto *Cond = dyn_cast_or_null<BinaryOperator>(strip(Loop->getCond()));
+  const auto *Cond =
+      dyn_cast_or_null<BinaryOperator>(CondExpr ? strip(CondExpr) : nullptr);
   if (!Cond)
     return HandBatchLoop();
   BinaryOperatorKind Op = Cond->getOpcode();
@@ -701,52 +857,57 @@ HandBatchLoop handBatchLoop(ASTContext &Context, const ForStmt *Loop,
   if (Op != BO_LT && Op != BO_LE)
     return HandBatchLoop();
   const Expr *Ahead = nullptr; // K of `i + K < N`
-  if (varOf(CounterSide) != Counter) {
-    const auto *Sum = dyn_cast<BinaryOperator>(strip(CounterSide));
-    if (!Sum || Sum->getOpcode() != BO_Add)
-      return HandBatchLoop();
-    if (varOf(Sum->getLHS()) == Counter)
-      Ahead = Sum->getRHS();
-    else if (varOf(Sum->getRHS()) == Counter)
-      Ahead = Sum->getLHS();
-    else
-      return HandBatchLoop();
-  }
+  if (varOf(CounterSide) != Counter && !(Ahead = addedTo(CounterSide, Counter)))
+    return HandBatchLoop();
 
   // The counter picks batches out of tensors, nothing else.
-  Invariance Fixed(Loop->getBody());
-  BatchPicking Picking(Context, Loop->getBody(), Fixed);
+  Invariance Fixed(Body, OwnStep);
+  BatchPicking Picking(Context, Body, Fixed, OwnStep);
   bool OnlyPicks = Picking.onlyPicks(Counter);
-  if (!Picking.Cuts || !Oracle.trains(Loop->getBody()))
+  if (!Picking.Cuts || !Oracle.trains(Body))
     return HandBatchLoop();
 
   // Inside a loop that walks batches already, these are pieces of its batch.
   if (enclosingBatchLoop(Context, Loop, Oracle))
     return Refuse("it runs inside a loop over batches");
-  if (!Oracle.stepsOptimizer(Loop->getBody()))
+  if (!Oracle.stepsOptimizer(Body))
     return Refuse(NoStep);
   // An early exit is the first reason given: its test usually reads the
   // counter too, and "stops early" says what a user must change.
-  if (earlyExit(Loop->getBody(), false))
+  if (earlyExit(Body, false))
     return Refuse(StopsEarly);
   if (Fixed.assigns(Counter))
     return Refuse("its counter is changed inside the loop");
+  auto ReadsCounter = [&](const Expr *E) {
+    std::vector<const DeclRefExpr *> Uses;
+    referencesTo(E, Counter, Uses);
+    return !Uses.empty();
+  };
   if (!Fixed.holds(Bound) || (StepBy && !Fixed.holds(StepBy)) ||
-      (Ahead && !Fixed.holds(Ahead)) || !Fixed.holds(Counter->getInit()))
+      (Ahead && !Fixed.holds(Ahead)) || !Fixed.holds(Limit) ||
+      (!OwnStep && !Fixed.holds(Counter->getInit())) || ReadsCounter(Bound) ||
+      (StepBy && ReadsCounter(StepBy)) || (Ahead && ReadsCounter(Ahead)))
     return Refuse("its bound or step may change while it runs");
   if (!OnlyPicks)
     return Refuse("its counter does more than pick the batch (a test, an "
                   "output, an index of its own), which would differ by rank");
-  std::string Refusal = sharedRefusal(Context, Loop->getBody(), Fixed);
+  // A while loop leaves its counter past the end, where a rank's last batch
+  // leaves it elsewhere.
+  if (OwnStep && !onlyResetOutside(Context, Counter, Loop))
+    return Refuse("its counter '" + Counter->getNameAsString() +
+                  "' is read after the loop, where each rank would leave it "
+                  "at another value");
+  std::string Refusal = sharedRefusal(Context, Body, Fixed);
   if (!Refusal.empty())
     return Refuse(Refusal);
   Result.Loop = Loop;
   Result.Counter = Counter;
-  Result.Begin = Counter->getInit();
+  Result.Begin = OwnStep ? nullptr : Counter->getInit();
   Result.End = Bound;
   Result.Ahead = Ahead;
   Result.Inclusive = Op == BO_LE;
   Result.Step = StepBy;
+  Result.OwnStep = OwnStep;
   return Result;
 }
 
@@ -883,6 +1044,7 @@ public:
 
   void registerMatchers(MatchFinder &Finder) override {
     Finder.addMatcher(forStmt().bind("loop"), this);
+    Finder.addMatcher(whileStmt().bind("loop"), this);
     Finder.addMatcher(cxxForRangeStmt().bind("list"), this);
   }
 
@@ -902,16 +1064,21 @@ public:
       shardList(Context, List);
       return;
     }
-    const auto *Loop = Result.Nodes.getNodeAs<ForStmt>("loop");
+    const auto *Loop = Result.Nodes.getNodeAs<Stmt>("loop");
     if (!Loop || !Locator.isInRoot(Context, Loop->getBeginLoc()))
       return;
     HandBatchLoop Batches = handBatchLoop(Context, Loop, *Oracle);
     if (!Batches.Loop)
       return;
+    if (const auto *While = dyn_cast<WhileStmt>(Loop)) {
+      shardWhile(Context, While, Batches);
+      return;
+    }
+    const auto *For = cast<ForStmt>(Loop);
     const SourceManager &SM = Context.getSourceManager();
-    const Stmt *Init = Loop->getInit();
+    const Stmt *Init = For->getInit();
     Finding F = Locator.make(
-        Context, SourceRange(Init->getBeginLoc(), Loop->getInc()->getEndLoc()),
+        Context, SourceRange(Init->getBeginLoc(), For->getInc()->getEndLoc()),
         "R4", "", FindingForm::OwnEdits);
     if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
       return;
@@ -919,11 +1086,6 @@ public:
                 "so every rank would train on every batch; each rank takes "
                 "every N-th batch (ddp::batch_starts)";
     if (!F.InMacro) {
-      auto Text = [&](SourceRange Range) {
-        return Lexer::getSourceText(CharSourceRange::getTokenRange(Range), SM,
-                                    Context.getLangOpts())
-            .str();
-      };
       // The counter's type as written (`int64_t `, `size_t `, `auto `).
       std::string Type =
           Lexer::getSourceText(
@@ -936,36 +1098,91 @@ public:
         if (Part &&
             (Part->getBeginLoc().isMacroID() || Part->getEndLoc().isMacroID()))
           return;
-      // The exclusive end of the counter's range: `i + K <= N` is
-      // `i < N - K + 1`.
-      auto Operand = [&](const Expr *E) {
-        std::string Spelled = Text(E->getSourceRange());
-        const Expr *Bare = E->IgnoreImpCasts();
-        return isa<DeclRefExpr, IntegerLiteral, CallExpr, MemberExpr,
-                   ParenExpr>(Bare)
-                   ? Spelled
-                   : "(" + Spelled + ")";
-      };
-      std::string End = Text(Batches.End->getSourceRange());
-      if (Batches.Ahead || Batches.Inclusive) {
-        End = Operand(Batches.End);
-        if (Batches.Ahead)
-          End += " - " + Operand(Batches.Ahead);
-        if (Batches.Inclusive)
-          End += " + 1";
-      }
-      F.Edits.push_back(
-          {F.Offset, F.Length,
-           Type + Batches.Counter->getNameAsString() + " : ddp::batch_starts(" +
-               Text(Batches.Begin->getSourceRange()) + ", " + End + ", " +
-               (Batches.Step ? Text(Batches.Step->getSourceRange())
-                             : std::string("1")) +
-               ")"});
+      F.Edits.push_back({F.Offset, F.Length,
+                         Type + Batches.Counter->getNameAsString() + " : " +
+                             batchStartsCall(Context, Batches)});
     }
     Findings.push_back(std::move(F));
   }
 
 private:
+  /// `ddp::batch_starts(A, N, S)` for Batches, N the exclusive end of the
+  /// counter's range (`i + K <= N` is `i < N - K + 1`); A is the counter
+  /// itself for a while loop.
+  static std::string batchStartsCall(ASTContext &Context,
+                                     const HandBatchLoop &Batches) {
+    auto Text = [&](const Expr *E) {
+      return Lexer::getSourceText(
+                 CharSourceRange::getTokenRange(E->getSourceRange()),
+                 Context.getSourceManager(), Context.getLangOpts())
+          .str();
+    };
+    auto Operand = [&](const Expr *E) {
+      std::string Spelled = Text(E);
+      const Expr *Bare = E->IgnoreImpCasts();
+      return isa<DeclRefExpr, IntegerLiteral, CallExpr, MemberExpr, ParenExpr>(
+                 Bare)
+                 ? Spelled
+                 : "(" + Spelled + ")";
+    };
+    std::string End = Text(Batches.End);
+    if (Batches.Ahead || Batches.Inclusive) {
+      End = Operand(Batches.End);
+      if (Batches.Ahead)
+        End += " - " + Operand(Batches.Ahead);
+      if (Batches.Inclusive)
+        End += " + 1";
+    }
+    return "ddp::batch_starts(" +
+           (Batches.Begin ? Text(Batches.Begin)
+                          : Batches.Counter->getNameAsString()) +
+           ", " + End + ", " +
+           (Batches.Step ? Text(Batches.Step) : std::string("1")) + ")";
+  }
+
+  /// `while (i < N) { BODY i += S; }` becomes
+  /// `for (const auto ddp_i : ddp::batch_starts(i, N, S)) { i = ddp_i; BODY
+  /// i += S; }`: the body and its step stay as written.
+  void shardWhile(ASTContext &Context, const WhileStmt *Loop,
+                  const HandBatchLoop &Batches) {
+    const SourceManager &SM = Context.getSourceManager();
+    Finding F = Locator.make(
+        Context, SourceRange(Loop->getBeginLoc(), Loop->getRParenLoc()), "R4",
+        "", FindingForm::OwnEdits);
+    if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
+      return;
+    F.Message = "this training loop cuts its batches from tensors by hand, "
+                "so every rank would train on every batch; each rank takes "
+                "every N-th batch (ddp::batch_starts)";
+    const auto *Block = cast<CompoundStmt>(Loop->getBody());
+    bool Macro = Loop->getBeginLoc().isMacroID() ||
+                 Loop->getRParenLoc().isMacroID() ||
+                 Block->getLBracLoc().isMacroID() ||
+                 Block->body_front()->getBeginLoc().isMacroID();
+    for (const Expr *Part : {Batches.End, Batches.Step, Batches.Ahead})
+      Macro |= Part && (Part->getBeginLoc().isMacroID() ||
+                        Part->getEndLoc().isMacroID());
+    if (Macro)
+      return; // As a for loop's: ddpify cannot spell the edit.
+    if (!F.InMacro) {
+      std::string Counter = Batches.Counter->getNameAsString();
+      std::string Own = "ddp_" + Counter;
+      // The first statement's indentation, for the assignment put before it.
+      SourceLocation First = Block->body_front()->getBeginLoc();
+      unsigned Column = SM.getSpellingColumnNumber(First);
+      std::string Indent(Column > 0 ? Column - 1 : 0, ' ');
+      bool OwnLine = SM.getSpellingLineNumber(First) !=
+                     SM.getSpellingLineNumber(Block->getLBracLoc());
+      F.Edits.push_back({F.Offset, F.Length,
+                         "for (const auto " + Own + " : " +
+                             batchStartsCall(Context, Batches) + ")"});
+      F.Edits.push_back({SM.getFileOffset(Block->getLBracLoc()) + 1, 0,
+                         (OwnLine ? "\n" + Indent : std::string(" ")) +
+                             Counter + " = " + Own + ";"});
+    }
+    Findings.push_back(std::move(F));
+  }
+
   /// `for (auto &b : RANGE)` over batches cut beforehand becomes
   /// `for (auto &b : ddp::rank_batches(RANGE))`.
   void shardList(ASTContext &Context, const CXXForRangeStmt *Loop) {

@@ -468,6 +468,9 @@ private:
       // Batches cut by hand, which R4 shards over ddp::batch_starts.
       if (handBatchLoop(Context, Loop, Oracle).Loop)
         Sharded = Loop, LoopBody = Loop->getBody();
+    } else if (const auto *Loop = dyn_cast<WhileStmt>(S)) {
+      if (handBatchLoop(Context, Loop, Oracle).Loop)
+        Sharded = Loop, LoopBody = Loop->getBody();
     }
     if (Sharded) {
       MetricLoop Result = analyze(Sharded, LoopBody);

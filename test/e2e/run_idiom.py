@@ -217,6 +217,9 @@ IDIOMS = {
             r"for \(int64_t b : ddp::batch_starts\(0, batches, 1\)\)",
             r"for \(size_t k : ddp::batch_starts\(0, input_pieces.size\(\), "
             r"1\)\)",
+            r"for \(const auto ddp_from : ddp::batch_starts\(from, n, "
+            r"batch\)\) \{\n *from = ddp_from;",
+            r"while_loss = ddp::all_reduce\(while_loss\);",
             r"for \(const auto &picked :\n? *ddp::rank_batches\(",
             r"non-torch-loader: .*\n *for \(int step = 0; step < 3; \+\+step\)"]}),
     # Two trainings whose data ddpify must not share out: a policy learned

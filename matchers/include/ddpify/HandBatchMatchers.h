@@ -27,7 +27,11 @@ namespace ddpify {
 /// (`<=` when Inclusive; a null Step is `++Counter`) that trains and whose
 /// counter only picks a batch out of tensors.
 struct HandBatchLoop {
-  const clang::ForStmt *Loop = nullptr;
+  /// A ForStmt, or a WhileStmt whose body's last statement, OwnStep, steps
+  /// a counter declared before it (`while (i < N) { ...; i += S; }`; a null
+  /// Begin: the counter's value where the loop starts).
+  const clang::Stmt *Loop = nullptr;
+  const clang::Stmt *OwnStep = nullptr;
   const clang::VarDecl *Counter = nullptr;
   const clang::Expr *Begin = nullptr, *End = nullptr, *Step = nullptr;
   const clang::Expr *Ahead = nullptr;
@@ -36,9 +40,8 @@ struct HandBatchLoop {
 
 /// Loop as a HandBatchLoop, or why it is not one (empty Why and a null Loop
 /// for a loop that does not cut batches at all).
-HandBatchLoop handBatchLoop(clang::ASTContext &Context,
-                            const clang::ForStmt *Loop, TrainingOracle &Oracle,
-                            std::string *Why = nullptr);
+HandBatchLoop handBatchLoop(clang::ASTContext &Context, const clang::Stmt *Loop,
+                            TrainingOracle &Oracle, std::string *Why = nullptr);
 
 /// A range-for that trains over a std::vector of batches cut beforehand
 /// (`for (const auto &idx : perm.split(batch))`, a vector of tensors, of

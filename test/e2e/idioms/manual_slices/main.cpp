@@ -1,8 +1,8 @@
 // Fits a small network to a 1-D signal with no data loader: the whole data
 // set is in two tensors, shuffled by the program each epoch and cut into
 // batches with narrow/slice in an index loop; then fine-tuned over batch
-// numbers, over the pieces of split() by position and of a shuffled index
-// by range-for, and on the full set. Both batch loops
+// numbers, over the pieces of split() by position, in a while loop, over a
+// shuffled index's pieces by range-for, and on the full set. Both batch loops
 // print progress every few batches, decided by their counters.
 // Usage: manual_slices [batch_size]
 #include <torch/torch.h>
@@ -92,6 +92,21 @@ int main(int argc, char **argv) {
         .backward();
     optimizer.step();
   }
+  // A while loop that moves its start to each batch's end, the loss
+  // weighted by the batch's size.
+  double while_loss = 0;
+  int64_t from = 0;
+  while (from < n) {
+    const int64_t to = std::min(from + batch, n);
+    optimizer.zero_grad();
+    auto loss = torch::mse_loss(model->forward(inputs.slice(0, from, to)),
+                                targets.slice(0, from, to));
+    loss.backward();
+    optimizer.step();
+    while_loss += loss.item<double>() * (to - from);
+    from = to;
+  }
+  std::printf("while loop loss %.6f\n", while_loss / n);
   // A shuffled index split into batches, walked by range-for.
   for (const auto &picked :
        torch::randperm(
