@@ -12,6 +12,7 @@
 #include "ddpify/ModelMatchers.h"
 #include "ddpify/OutputMatchers.h"
 #include "ddpify/PlacementMatchers.h"
+#include "ddpify/SeedMatchers.h"
 
 namespace ddpify {
 
@@ -66,6 +67,10 @@ llvm::ArrayRef<RuleInfo> allRules() {
        "a loop exit or return decided by one rank's data (ranks diverge "
        "and hang) decides on the value's mean over the ranks where it is a "
        "floating-point scalar"},
+      {"R13", "ddp-divergent-seed",
+       "a seed drawn at run time (random_device, time, a clock) becomes the "
+       "main process's on every rank (ddp::shared_seed)",
+       CheckLevel::RewriteUntilDistributed},
   };
   return Rules;
 }
@@ -99,6 +104,7 @@ createMatcherModules(FindingList &Findings, llvm::StringRef ProjectRoot) {
   Modules.push_back(createDiscardedMoveMatchers(Findings, ProjectRoot));
   Modules.push_back(createBatchShapeMatchers(Findings, ProjectRoot));
   Modules.push_back(createHandBatchMatchers(Findings, ProjectRoot));
+  Modules.push_back(createSeedMatchers(Findings, ProjectRoot));
   return Modules;
 }
 

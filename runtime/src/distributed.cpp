@@ -658,6 +658,34 @@ std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) {
   return outputs[0];
 }
 
+uint64_t detail::shared_seed_bits(uint64_t seed) {
+  if (!is_initialized()) {
+    int launched = 1;
+    try {
+      launched =
+          detail::read_environment(detail::process_environment(), std::nullopt,
+                                   "", std::chrono::minutes(1))
+              .world_size;
+    } catch (const std::exception&) {
+      launched = 2; // A launcher's variables, though malformed.
+    }
+    if (launched > 1) {
+      throw std::runtime_error(
+          "ddp::shared_seed: called before ddp::init() in a job of several "
+          "processes; draw the seed after ddp::init()");
+    }
+    return seed;
+  }
+  if (!group_for("shared_seed")) {
+    return seed;
+  }
+  auto tensor = torch::full(
+      {1}, static_cast<int64_t>(seed),
+      torch::TensorOptions().dtype(torch::kInt64).device(backend_device()));
+  broadcast(tensor, 0);
+  return static_cast<uint64_t>(tensor.item<int64_t>());
+}
+
 void broadcast(torch::Tensor& tensor, int src) {
   auto group = group_for("broadcast");
   if (src < 0 || src >= world_size()) {

@@ -176,6 +176,37 @@ TEST_P(Collectives, BroadcastFromAnyRoot) {
   });
 }
 
+TEST_P(Collectives, SharedSeedIsTheMainProcesss) {
+  const int world = GetParam();
+  ddp_test::run_ranks(world, [] {
+    const int r = ddp::rank();
+    // Seeds of each integer type a program draws: random_device's unsigned,
+    // time's time_t, a 64-bit engine's seed; every bit of the main process's.
+    EXPECT_EQ(ddp::shared_seed(3000000000u + unsigned(r)), 3000000000u);
+    EXPECT_EQ(ddp::shared_seed(int64_t(-5) - r), int64_t(-5));
+    EXPECT_EQ(ddp::shared_seed(uint64_t(0xfedcba9876543210ull) + uint64_t(r)),
+              uint64_t(0xfedcba9876543210ull));
+  });
+}
+
+TEST(CollectivesSharedSeed, BeforeInitUnderALauncherThrows) {
+  ddp_test::RankOptions options;
+  options.init = false;
+  ddp_test::run_ranks(
+      2,
+      [] {
+        try {
+          ddp::shared_seed(7u);
+          ADD_FAILURE() << "no error before ddp::init()";
+        } catch (const std::runtime_error& e) {
+          EXPECT_NE(std::string(e.what()).find("before ddp::init()"),
+                    std::string::npos)
+              << e.what();
+        }
+      },
+      options);
+}
+
 TEST_P(Collectives, BarrierOrdersFileWrites) {
   const int world = GetParam();
   ddp_test::run_ranks(world, [world] {
@@ -283,6 +314,7 @@ TEST(CollectivesNoLauncher, HelpersAreNoOps) {
       std::getenv("OMPI_COMM_WORLD_RANK")) {
     GTEST_SKIP() << "runs only outside any launcher";
   }
+  EXPECT_EQ(ddp::shared_seed(5u), 5u); // Before init, with no launcher.
   ddp::init();
   EXPECT_TRUE(ddp::is_initialized());
   EXPECT_FALSE(ddp::is_distributed());
@@ -304,6 +336,7 @@ TEST(CollectivesNoLauncher, HelpersAreNoOps) {
   ddp::broadcast(t, 0);
   EXPECT_TRUE(torch::equal(t, torch::tensor({1.5, -2.0})));
   EXPECT_THROW(ddp::broadcast(t, 1), std::invalid_argument);
+  EXPECT_EQ(ddp::shared_seed(4000000000u), 4000000000u);
   ddp::shutdown();
 }
 

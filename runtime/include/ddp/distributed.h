@@ -147,6 +147,23 @@ std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor);
 /// In place: every rank ends with src's tensor.
 void broadcast(torch::Tensor& tensor, int src = 0);
 
+namespace detail {
+uint64_t shared_seed_bits(uint64_t seed);
+} // namespace detail
+
+/// The main process's `seed` on every process. A seed drawn at run time
+/// (`std::random_device{}()`, `time(nullptr)`) differs by process: ranks
+/// that shuffle, or make their data, with it would each see another order,
+/// and the batches they share out would not be one epoch's. ddpify wraps such
+/// seeds (rule R13). Collective: every process calls it at the same point,
+/// after init(); without a process group it returns `seed`; before init()
+/// under a launcher it throws.
+template <typename T> T shared_seed(T seed) {
+  static_assert(std::is_integral<T>::value && !std::is_same<T, bool>::value,
+                "ddp::shared_seed: a seed is an integer");
+  return static_cast<T>(detail::shared_seed_bits(static_cast<uint64_t>(seed)));
+}
+
 /// Destroys the process group (also done at exit).
 void shutdown();
 
