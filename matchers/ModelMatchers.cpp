@@ -20,6 +20,7 @@
 #include "clang/ASTMatchers/ASTMatchers.h"
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/Lexer.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include <algorithm>
 #include <set>
 
@@ -496,23 +497,79 @@ private:
     return false;
   }
 
+  /// Whether E's value reaches an optimizer: directly, through a local
+  /// initialised from it, through a std::vector it is appended to
+  /// (`params.insert(params.end(), p.begin(), p.end())`, `push_back`,
+  /// `emplace_back`), or through a range-for over it whose element is
+  /// (`for (auto &p : dec->parameters()) params.push_back(p);`).
+  bool flowsToOptimizer(const Expr *E,
+                        llvm::SmallPtrSetImpl<const VarDecl *> &Visited) {
+    const VarDecl *Via = nullptr;
+    if (reachesOptimizer(E, Via))
+      return true;
+    if (Via)
+      return varFlowsToOptimizer(Via, Visited);
+    DynTypedNode Node = DynTypedNode::create(*E);
+    for (int Steps = 0; Steps < 32; ++Steps) {
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty() || !Parents[0].get<Expr>())
+        return false;
+      if (const auto *Append = Parents[0].get<CXXMemberCallExpr>())
+        if (const VarDecl *Target = appendedTo(Append))
+          if (Node.get<Expr>() != Append->getImplicitObjectArgument())
+            return varFlowsToOptimizer(Target, Visited);
+      Node = Parents[0];
+    }
+    return false;
+  }
+
+  /// The local vector `V.insert(...)`, `V.push_back(...)` or
+  /// `V.emplace_back(...)` appends to.
+  static const VarDecl *appendedTo(const CXXMemberCallExpr *Call) {
+    const CXXMethodDecl *Method = Call->getMethodDecl();
+    if (!Method || !Method->getIdentifier())
+      return nullptr;
+    llvm::StringRef Name = Method->getName();
+    if ((Name != "insert" && Name != "push_back" && Name != "emplace_back") ||
+        Method->getParent()->getQualifiedNameAsString() != "std::vector")
+      return nullptr;
+    const auto *Ref = dyn_cast_or_null<DeclRefExpr>(
+        skipImplicit(Call->getImplicitObjectArgument()));
+    return Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+  }
+
+  /// Whether a use of Var flows to an optimizer; for the hidden range of a
+  /// range-for, a use of its element in the loop's body.
+  bool varFlowsToOptimizer(const VarDecl *Var,
+                           llvm::SmallPtrSetImpl<const VarDecl *> &Visited) {
+    if (Visited.size() > 16 || !Visited.insert(Var).second)
+      return false;
+    if (Var->isImplicit()) {
+      DynTypedNodeList Parents = Context->getParents(*Var);
+      const auto *Decl = Parents.empty() ? nullptr : Parents[0].get<DeclStmt>();
+      if (!Decl)
+        return false;
+      DynTypedNodeList Above = Context->getParents(*Decl);
+      const auto *Range =
+          Above.empty() ? nullptr : Above[0].get<CXXForRangeStmt>();
+      if (!Range || Range->getRangeStmt() != Decl || !Range->getLoopVariable())
+        return false;
+      return varFlowsToOptimizer(Range->getLoopVariable(), Visited);
+    }
+    for (const DeclRefExpr *Ref : VarRefs)
+      if (Ref->getDecl() == Var && flowsToOptimizer(Ref, Visited))
+        return true;
+    return false;
+  }
+
   void collectRoots() {
     Roots.clear();
     for (const CXXMemberCallExpr *Call : ParamCalls) {
       const ValueDecl *Model = modelDeclOf(Call->getImplicitObjectArgument());
       if (!Model)
         continue;
-      const VarDecl *Via = nullptr;
-      bool Trained = reachesOptimizer(Call, Via);
-      if (!Trained && Via)
-        for (const DeclRefExpr *Ref : VarRefs) {
-          const VarDecl *Unused = nullptr;
-          if (Ref->getDecl() == Via && reachesOptimizer(Ref, Unused)) {
-            Trained = true;
-            break;
-          }
-        }
-      if (!Trained)
+      llvm::SmallPtrSet<const VarDecl *, 8> Visited;
+      if (!flowsToOptimizer(Call, Visited))
         continue;
       // A template's pattern: its instantiations are followed instead.
       if (Model->getDeclContext()->isDependentContext())
