@@ -26,7 +26,8 @@
 // counter ends, through arithmetic and local integers that do nothing else,
 // in the arguments of narrow, slice, index_select, index,
 // at::indexing::Slice or std::min/std::max (a batch's bound or size), or as
-// the position in a std::vector of tensors (`xs[i]` of `x.split(batch)`),
+// the position in a std::vector of tensors or batches (`xs[i]` of
+// `x.split(batch)`, `batches[i]` of input/target pairs),
 // or only shows or decides progress output (`if (b % 10 == 0) std::cout <<
 // ...`, a printf of the counter: statements that print values that do no
 // work, and reset a figure only they print). Sharded, the main process
@@ -114,17 +115,6 @@ bool computesBound(const CallExpr *Call) {
   return Name == "std::min" || Name == "std::max";
 }
 
-/// Whether T is a std::vector of tensors (`x.split(batch)`, `x.chunk(n)`).
-bool isTensorVector(QualType T) {
-  const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
-  const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(Record);
-  if (!Spec || Spec->getQualifiedNameAsString() != "std::vector" ||
-      Spec->getTemplateArgs().size() < 1 ||
-      Spec->getTemplateArgs()[0].getKind() != TemplateArgument::Type)
-    return false;
-  return isTensorType(Spec->getTemplateArgs()[0].getAsType());
-}
-
 /// Whether T holds a tensor: a tensor, or a pair, tuple or vector of them.
 bool holdsTensor(QualType T) {
   if (isTensorType(T))
@@ -137,6 +127,32 @@ bool holdsTensor(QualType T) {
           holdsTensor(Arg.getAsType()))
         return true;
   return false;
+}
+
+/// Whether a list element of type T is a batch: it holds tensors (a tensor,
+/// a pair or tuple of them, an example) or is the program's own struct with
+/// a field that does (`struct Batch { torch::Tensor x, y; };`).
+bool isBatchElement(QualType T) {
+  if (holdsTensor(T))
+    return true;
+  const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
+  if (!Record || !Record->hasDefinition() ||
+      isa<ClassTemplateSpecializationDecl>(Record))
+    return false;
+  return llvm::any_of(Record->fields(), [](const FieldDecl *Field) {
+    return holdsTensor(Field->getType());
+  });
+}
+
+/// Whether T is a std::vector whose elements are batches: cut beforehand
+/// (`x.split(batch)`, pairs of inputs and targets, examples, structs).
+bool isBatchList(QualType T) {
+  const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
+  const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(Record);
+  return Spec && Spec->getQualifiedNameAsString() == "std::vector" &&
+         Spec->getTemplateArgs().size() >= 1 &&
+         Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type &&
+         isBatchElement(Spec->getTemplateArgs()[0].getAsType());
 }
 
 bool isSliceConstruction(const Expr *E) {
@@ -467,10 +483,11 @@ private:
         return false;
       const Expr *Child = Node.get<Expr>();
       if (const auto *Subscript = dyn_cast<CXXOperatorCallExpr>(Parent)) {
-        // `xs[i]` of `auto xs = x.split(batch);`, or sample i of `x[i]`.
+        // `xs[i]` of `auto xs = x.split(batch);`, `batches[i]` of a vector
+        // of input/target pairs, or sample i of `x[i]`.
         if (Subscript->getOperator() != OO_Subscript ||
             Subscript->getNumArgs() != 2 || Subscript->getArg(1) != Child ||
-            !(isTensorVector(Subscript->getArg(0)->getType()) ||
+            !(isBatchList(Subscript->getArg(0)->getType()) ||
               isTensor(Subscript->getArg(0))))
           return false;
         Cuts = true;
@@ -483,7 +500,7 @@ private:
             return false;
         if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
           if (calleeName(Call) == "at" &&
-              isTensorVector(Member->getImplicitObjectArgument()->getType())) {
+              isBatchList(Member->getImplicitObjectArgument()->getType())) {
             Cuts = true;
             return true;
           }
@@ -909,32 +926,6 @@ HandBatchLoop handBatchLoop(ASTContext &Context, const Stmt *Loop,
   Result.Step = StepBy;
   Result.OwnStep = OwnStep;
   return Result;
-}
-
-/// Whether a list element of type T is a batch: it holds tensors (a tensor,
-/// a pair or tuple of them, an example) or is the program's own struct with
-/// a field that does (`struct Batch { torch::Tensor x, y; };`).
-static bool isBatchElement(QualType T) {
-  if (holdsTensor(T))
-    return true;
-  const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
-  if (!Record || !Record->hasDefinition() ||
-      isa<ClassTemplateSpecializationDecl>(Record))
-    return false;
-  return llvm::any_of(Record->fields(), [](const FieldDecl *Field) {
-    return holdsTensor(Field->getType());
-  });
-}
-
-/// Whether T is a std::vector whose elements are batches: cut beforehand
-/// (`x.split(batch)`, pairs of inputs and targets, examples, structs).
-static bool isBatchList(QualType T) {
-  const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
-  const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(Record);
-  return Spec && Spec->getQualifiedNameAsString() == "std::vector" &&
-         Spec->getTemplateArgs().size() >= 1 &&
-         Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type &&
-         isBatchElement(Spec->getTemplateArgs()[0].getAsType());
 }
 
 /// Whether S reads a module's own tensors (`parameters()`, `buffers()`):

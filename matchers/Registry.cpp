@@ -13,6 +13,7 @@
 #include "ddpify/OutputMatchers.h"
 #include "ddpify/PlacementMatchers.h"
 #include "ddpify/SeedMatchers.h"
+#include "ddpify/StreamHandoverMatchers.h"
 
 namespace ddpify {
 
@@ -105,6 +106,7 @@ createMatcherModules(FindingList &Findings, llvm::StringRef ProjectRoot) {
   Modules.push_back(createBatchShapeMatchers(Findings, ProjectRoot));
   Modules.push_back(createHandBatchMatchers(Findings, ProjectRoot));
   Modules.push_back(createSeedMatchers(Findings, ProjectRoot));
+  Modules.push_back(createStreamHandoverMatchers(Findings, ProjectRoot));
   return Modules;
 }
 

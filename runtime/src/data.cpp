@@ -29,6 +29,16 @@ std::vector<size_t> shard_indices(const std::vector<size_t>& indices,
   return shard;
 }
 
+size_t next_batch_size(size_t remaining, size_t batch_size, size_t taken,
+                       size_t widest) {
+  batch_size = std::max<size_t>(batch_size, 1);
+  const size_t count = (widest + batch_size - 1) / batch_size;
+  // Batches still to come after this one, each needing a sample.
+  const size_t after = count > taken + 1 ? count - taken - 1 : 0;
+  const size_t room = remaining > after ? remaining - after : 1;
+  return std::max<size_t>(std::min({batch_size, room, remaining}), 1);
+}
+
 std::vector<int64_t> batch_starts(int64_t begin, int64_t end, int64_t step,
                                   int64_t rank, int64_t world_size) {
   TORCH_CHECK(step > 0,

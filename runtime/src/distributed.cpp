@@ -500,6 +500,26 @@ const char* null_device_path() {
 #endif
 }
 
+namespace {
+/// Takes every character and keeps none: a stream over it stays good.
+class DiscardingBuffer : public std::streambuf {
+protected:
+  int_type overflow(int_type c) override { return traits_type::not_eof(c); }
+  std::streamsize xsputn(const char*, std::streamsize count) override {
+    return count;
+  }
+};
+} // namespace
+
+std::ostream& output_stream(std::ostream& stream) {
+  if (is_main_process()) {
+    return stream;
+  }
+  static DiscardingBuffer buffer;
+  static std::ostream discarding(&buffer);
+  return discarding;
+}
+
 torch::Device device() {
   if (const char* forced = std::getenv("DDP_DEVICE")) {
     if (*forced != '\0') {

@@ -189,6 +189,19 @@ TEST_P(Collectives, SharedSeedIsTheMainProcesss) {
   });
 }
 
+TEST_P(Collectives, OutputStreamPrintsOnTheMainProcessOnly) {
+  const int world = GetParam();
+  ddp_test::run_ranks(world, [] {
+    std::ostringstream text;
+    std::ostream& out = ddp::output_stream(text);
+    out << "rank " << ddp::rank() << std::fixed << 1.5 << std::endl;
+    // Every rank's stream stays good, as the program's checks expect.
+    EXPECT_TRUE(out.good());
+    EXPECT_EQ(&out == &text, ddp::is_main_process());
+    EXPECT_EQ(text.str(), ddp::is_main_process() ? "rank 01.500000\n" : "");
+  });
+}
+
 TEST(CollectivesSharedSeed, BeforeInitUnderALauncherThrows) {
   ddp_test::RankOptions options;
   options.init = false;
@@ -337,6 +350,7 @@ TEST(CollectivesNoLauncher, HelpersAreNoOps) {
   EXPECT_TRUE(torch::equal(t, torch::tensor({1.5, -2.0})));
   EXPECT_THROW(ddp::broadcast(t, 1), std::invalid_argument);
   EXPECT_EQ(ddp::shared_seed(4000000000u), 4000000000u);
+  EXPECT_EQ(&ddp::output_stream(std::cout), &std::cout);
   ddp::shutdown();
 }
 

@@ -272,6 +272,57 @@ TEST(DistributedSampler, SequentialKeepsOrderAndExactHasNoDuplicates) {
   EXPECT_EQ(seen, iota(n)); // exactly the dataset: no duplicate, none missing
 }
 
+// Exact shards of 41 samples in batches of 10: rank 0 holds 21 (10, 10, 1),
+// rank 1 holds 20, cut into as many batches (10, 9, 1), so a collective in
+// the loop's body runs as often on both; unless the loader drops short
+// batches (the natural cut, 10 and 10).
+TEST(DistributedSampler, ExactShardsHaveEqualBatchCounts) {
+  auto sizes = [](int64_t rank, bool equal) {
+    ddp::DistributedSampler<SequentialSampler> sampler(
+        SequentialSampler(41), shard_of(rank, 2, ddp::Shard::kExact));
+    sampler.equal_batch_counts(equal);
+    sampler.reset();
+    std::vector<size_t> out;
+    while (auto batch = sampler.next(10)) {
+      out.push_back(batch->size());
+    }
+    return out;
+  };
+  EXPECT_EQ(sizes(0, true), (std::vector<size_t>{10, 10, 1}));
+  EXPECT_EQ(sizes(1, true), (std::vector<size_t>{10, 9, 1}));
+  EXPECT_EQ(sizes(1, false), (std::vector<size_t>{10, 10}));
+  // Even shards are equal already: the natural cut.
+  ddp::DistributedSampler<SequentialSampler> even(SequentialSampler(41),
+                                                  shard_of(1, 2));
+  even.reset();
+  std::vector<size_t> even_sizes;
+  while (auto batch = even.next(10)) {
+    even_sizes.push_back(batch->size());
+  }
+  EXPECT_EQ(even_sizes, (std::vector<size_t>{10, 10, 1}));
+  EXPECT_EQ(ddp::detail::next_batch_size(5, 4, 0, 5), 4u);
+  EXPECT_EQ(ddp::detail::next_batch_size(1, 4, 1, 5), 1u);
+}
+
+TEST(DistributedSampler, ExactSaveLoadResumesAtTheSameCut) {
+  ddp::DistributedSampler<SequentialSampler> sampler(
+      SequentialSampler(41), shard_of(1, 2, ddp::Shard::kExact));
+  sampler.reset();
+  ASSERT_TRUE(sampler.next(10).has_value());
+  torch::serialize::OutputArchive out;
+  sampler.save(out);
+  std::stringstream stream;
+  out.save_to(stream);
+  ddp::DistributedSampler<SequentialSampler> restored(
+      SequentialSampler(41), shard_of(1, 2, ddp::Shard::kExact));
+  torch::serialize::InputArchive in;
+  in.load_from(stream);
+  restored.load(in);
+  EXPECT_EQ(restored.next(10)->size(), 9u);
+  EXPECT_EQ(restored.next(10)->size(), 1u);
+  EXPECT_FALSE(restored.next(10).has_value());
+}
+
 TEST(DistributedSampler, SaveLoadResumesMidEpoch) {
   ddp::DistributedSampler<RandomSampler> sampler(RandomSampler(40),
                                                  shard_of(0, 2));
@@ -470,16 +521,26 @@ void check_exact_eval_loader(int64_t n, bool sequential) {
   const int64_t world = ddp::world_size();
   torch::manual_seed(ddp::rank() + 5);
   std::vector<int64_t> mine;
+  int batches = 0;
   if (sequential) {
     auto loader =
         ddp::make_eval_data_loader<SequentialSampler>(IndexDataset(n), 4);
-    mine = run_epoch(*loader).indices;
+    const Pass pass = run_epoch(*loader);
+    mine = pass.indices;
+    batches = pass.batches;
     EXPECT_TRUE(std::is_sorted(mine.begin(), mine.end()));
   } else {
     auto loader = ddp::make_data_loader(IndexDataset(n), RandomSampler(n), 4,
                                         ddp::Shard::kExact);
     run_epoch(*loader);
-    mine = run_epoch(*loader).indices; // the second epoch, too
+    const Pass pass = run_epoch(*loader); // the second epoch, too
+    mine = pass.indices;
+    batches = pass.batches;
+  }
+  // As many batches on every rank, though the shards differ by a sample.
+  auto count = torch::tensor({static_cast<int64_t>(batches)});
+  for (const auto& c : ddp::all_gather(count)) {
+    EXPECT_EQ(c.item<int64_t>(), batches) << n << " samples";
   }
   const int64_t width = (n + world - 1) / world;
   std::vector<int64_t> all_indices;
@@ -530,6 +591,9 @@ TEST(DistributedLoader, ExactTwoRanks) {
   ddp_test::run_ranks(2, [] {
     check_exact_eval_loader(21, /*sequential=*/true);
     check_exact_eval_loader(21, /*sequential=*/false);
+    // Shards of 13 and 12: 4 batches and 3 in the natural cut.
+    check_exact_eval_loader(25, /*sequential=*/true);
+    check_exact_eval_loader(25, /*sequential=*/false);
   });
 }
 

@@ -18,7 +18,9 @@
 //    samples and runs the same number of batches (a rank running one batch
 //    fewer would hang the others in a collective).
 //  - Shard::kExact: no padding; no sample is seen twice, so evaluation metrics
-//    are exact; ranks may differ by one sample.
+//    are exact; ranks may differ by one sample, but are cut into as many
+//    batches (a short one more where needed), so a collective in the loop
+//    (SyncBatchNorm in training mode) runs as often on every rank.
 // Random samplers draw from LibTorch's default CPU generator; at world size > 1
 // the inner sampler is reset under that generator seeded with seed + epoch
 // (the caller's generator state is restored afterwards), so every rank holds
@@ -91,6 +93,13 @@ public:
 private:
   torch::Tensor saved_state_;
 };
+
+/// The size of a rank's next batch: `batch_size` samples, or fewer where
+/// the rank's `remaining` samples must still fill as many batches as the
+/// largest shard (`widest` samples) is cut into, `taken` of them served.
+/// With `widest` = the rank's own shard, the natural cut.
+size_t next_batch_size(size_t remaining, size_t batch_size, size_t taken,
+                       size_t widest);
 
 /// Resolves and checks the rank and world size of `options`.
 std::pair<int64_t, int64_t> resolve_shard(const ShardOptions& options);
@@ -223,14 +232,29 @@ public:
     if (!s.built) {
       build(c10::nullopt);
     }
+    s.last_batch_size = batch_size;
     if (s.position >= s.shard.size()) {
       return c10::nullopt;
     }
-    const size_t n = std::min(batch_size, s.shard.size() - s.position);
+    const size_t n = detail::next_batch_size(
+        s.shard.size() - s.position, batch_size, s.batches,
+        equal_batch_counts() ? max_shard_size() : s.shard.size());
     std::vector<size_t> batch(s.shard.begin() + s.position,
                               s.shard.begin() + s.position + n);
     s.position += n;
+    ++s.batches;
     return batch;
+  }
+
+  /// Whether exact shards (which may differ by a sample) are cut into as
+  /// many batches on every rank, a short one more where needed (the loader
+  /// sets it unless it drops short batches). A collective in the loop's body
+  /// (SyncBatchNorm in training mode, a metric's all-reduce) then runs as
+  /// often on every rank.
+  void equal_batch_counts(bool on) { state_->equal_batch_counts = on; }
+  bool equal_batch_counts() const {
+    return state_->equal_batch_counts &&
+           state_->options.mode() == Shard::kExact;
   }
 
   void save(torch::serialize::OutputArchive& archive) const override {
@@ -238,6 +262,7 @@ public:
     archive.write("ddp_epoch", static_cast<int64_t>(s.epoch));
     archive.write("ddp_next_epoch", static_cast<int64_t>(s.next_epoch));
     archive.write("ddp_position", static_cast<int64_t>(s.position));
+    archive.write("ddp_batch_size", static_cast<int64_t>(s.last_batch_size));
     // At world size 1 the inner sampler is the whole state.
     torch::serialize::OutputArchive inner;
     s.inner.save(inner);
@@ -253,12 +278,25 @@ public:
     s.next_epoch = static_cast<size_t>(value.toInt());
     archive.read("ddp_position", value);
     const auto position = static_cast<size_t>(value.toInt());
+    // Written since batches of exact shards follow their count; an older
+    // archive resumes at the natural cut.
+    const size_t batch_size = archive.try_read("ddp_batch_size", value)
+                                  ? static_cast<size_t>(value.toInt())
+                                  : 0;
     torch::serialize::InputArchive inner;
     archive.read("ddp_inner", inner);
     s.inner.load(inner);
     if (s.world_size > 1) {
-      // The shard is a function of the epoch: rebuild it, then skip ahead.
+      // The shard is a function of the epoch: rebuild it, then skip ahead
+      // batch by batch (their sizes follow from the count taken).
       build(c10::nullopt);
+      while (batch_size > 0 &&
+             s.position < std::min(position, s.shard.size())) {
+        s.position += detail::next_batch_size(
+            s.shard.size() - s.position, batch_size, s.batches,
+            equal_batch_counts() ? max_shard_size() : s.shard.size());
+        ++s.batches;
+      }
       s.position = std::min(position, s.shard.size());
     }
   }
@@ -298,7 +336,20 @@ private:
     bool built = false;
     std::vector<size_t> shard;
     size_t position = 0;
+    /// Batches served in this pass, and the batch size asked for.
+    size_t batches = 0;
+    size_t last_batch_size = 0;
+    /// Samples in the whole pass (every rank's shards).
+    size_t total = 0;
+    bool equal_batch_counts = true;
   };
+
+  /// The largest rank's shard: ceil(total / world size).
+  size_t max_shard_size() const {
+    const State& s = *state_;
+    const auto w = static_cast<size_t>(s.world_size);
+    return (s.total + w - 1) / w;
+  }
 
   // Draws the epoch's full sequence from the inner sampler, under the shared
   // seed, and keeps this rank's share.
@@ -318,7 +369,9 @@ private:
     }
     s.shard =
         detail::shard_indices(all, s.rank, s.world_size, s.options.mode());
+    s.total = all.size();
     s.position = 0;
+    s.batches = 0;
     s.built = true;
   }
 
@@ -338,7 +391,11 @@ public:
   DistributedDataLoader(Dataset dataset, SamplerType sampler,
                         torch::data::DataLoaderOptions options)
       : super(std::move(dataset), sampler, std::move(options)),
-        sampler_(std::move(sampler)) {}
+        sampler_(std::move(sampler)) {
+    // Short batches a loader drops would end its pass early: keep the
+    // natural cut there.
+    sampler_.equal_batch_counts(!this->options().drop_last);
+  }
 
   /// The epoch of the next pass over the loader (for resuming).
   void set_epoch(size_t epoch) { sampler_.set_epoch(epoch); }

@@ -16,6 +16,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -86,6 +87,13 @@ inline const char* output_path(const char* path) {
 template <typename Path> Path output_path(const Path& path) {
   return is_main_process() ? path : Path(null_device_path());
 }
+
+/// `stream` on the main process, a stream that discards what it is given on
+/// every other one (and stays good). ddpify hands it to code of another
+/// file that prints through the `std::ostream&` it is given (`Logger
+/// log(ddp::output_stream(std::cout));`): every process runs that code, the
+/// values it prints included, and the text appears once.
+std::ostream& output_stream(std::ostream& stream);
 
 /// cuda:local_rank() when CUDA is available, else the CPU. Usable before
 /// init() (then it reads LOCAL_RANK and friends itself). The environment

@@ -71,6 +71,14 @@ int main() {
         std::cout << "batch " << seen << " loss " << loss.item<float>() << '\n';
     }
 
+    // Pairs by position in an index loop, and examples with at().
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const auto &pair = batches[i];
+      train_step(model, optimizer, pair.first, pair.second);
+    }
+    for (size_t e = 0; e < examples.size(); e++)
+      train_step(model, optimizer, examples.at(e).data, examples.at(e).target);
+
     // Examples, trained through a helper.
     for (const auto &example : examples)
       train_step(model, optimizer, example.data, example.target);
