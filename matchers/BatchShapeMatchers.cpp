@@ -9,7 +9,9 @@
 // the same function from `make_data_loader(dataset, batch_size)` or
 // `DataLoaderOptions().batch_size(batch_size)`; the batch size is matched as
 // the same variable, or as the same number when both are written as numbers
-// (then only for the first dimension).
+// (then only for the first dimension). A lambda or a function of this unit
+// that the loop hands its batch's input (`train_step(batch.data, ...)`) has
+// its shapes rewritten too, to that parameter's own size (`data.size(0)`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +22,7 @@
 #include "clang/AST/ExprCXX.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
 #include "clang/Lex/Lexer.h"
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -70,6 +73,7 @@ public:
     if (Actual.empty())
       return;
     findShapes(Loop->getBody(), *Size, Actual);
+    findShapesInCallees(Loop, *Size);
   }
 
 private:
@@ -149,6 +153,75 @@ private:
     if (Name == "std::vector")
       return "static_cast<int64_t>(" + Var->getNameAsString() + ".size())";
     return "";
+  }
+
+  /// The batch's input tensor as the loop names it: `batch.data` of an
+  /// example, the first structured binding, a tensor loop variable.
+  static bool isBatchInput(const Expr *E, const CXXForRangeStmt *Loop) {
+    const VarDecl *Var = Loop->getLoopVariable();
+    E = strip(E);
+    // A parameter taken by value: the copy of the argument.
+    if (const auto *Copy = dyn_cast_or_null<CXXConstructExpr>(E))
+      if (Copy->getNumArgs() == 1 &&
+          Copy->getConstructor()->isCopyOrMoveConstructor())
+        E = strip(Copy->getArg(0));
+    if (!Var || !E)
+      return false;
+    if (const auto *Bindings = dyn_cast<DecompositionDecl>(Var)) {
+      const auto *Ref = dyn_cast<DeclRefExpr>(E);
+      return Ref && !Bindings->bindings().empty() &&
+             Ref->getDecl() == Bindings->bindings()[0];
+    }
+    if (const auto *Member = dyn_cast<MemberExpr>(E)) {
+      const auto *Base = dyn_cast<DeclRefExpr>(strip(Member->getBase()));
+      return Base && Base->getDecl() == Var &&
+             Member->getMemberDecl()->getName() == "data";
+    }
+    const auto *Ref = dyn_cast<DeclRefExpr>(E);
+    return Ref && Ref->getDecl() == Var &&
+           Var->getType().getNonReferenceType()->getAsCXXRecordDecl() &&
+           Var->getType()
+                   .getNonReferenceType()
+                   ->getAsCXXRecordDecl()
+                   ->getQualifiedNameAsString() == "at::Tensor";
+  }
+
+  /// A lambda or a function of the program, defined in this unit, that the
+  /// loop hands its batch's input: `train_step(batch.data, batch.target)`.
+  /// Its shapes spell the batch size as that parameter's own size.
+  void findShapesInCallees(const CXXForRangeStmt *Loop, const BatchSize &Size) {
+    std::function<void(const Stmt *)> Visit = [&](const Stmt *S) {
+      if (!S || isa<LambdaExpr>(S))
+        return;
+      if (const auto *Call = dyn_cast<CallExpr>(S)) {
+        const FunctionDecl *Callee = Call->getDirectCallee();
+        const FunctionDecl *Definition = nullptr;
+        unsigned Skip = 0;
+        if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call)) {
+          const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Callee);
+          if (Op->getOperator() != OO_Call || !Method ||
+              !Method->getParent()->isLambda())
+            Callee = nullptr;
+          Skip = 1; // The lambda object.
+        }
+        if (Callee && Callee->hasBody(Definition) && Definition &&
+            Locator.isInRoot(*Context, Definition->getLocation()))
+          for (unsigned I = Skip; I < Call->getNumArgs(); ++I) {
+            unsigned Index = I - Skip;
+            if (Index >= Definition->getNumParams() ||
+                !isBatchInput(Call->getArg(I), Loop))
+              continue;
+            const ParmVarDecl *Param = Definition->getParamDecl(Index);
+            if (Param->getName().empty())
+              continue;
+            findShapes(Definition->getBody(), Size,
+                       Param->getNameAsString() + ".size(0)");
+          }
+      }
+      for (const Stmt *Child : S->children())
+        Visit(Child);
+    };
+    Visit(Loop->getBody());
   }
 
   bool isBatchSize(const Expr *Element, const BatchSize &Size,

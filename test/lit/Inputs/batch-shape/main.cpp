@@ -13,6 +13,13 @@ struct Digits : torch::data::datasets::Dataset<Digits> {
   torch::optional<size_t> size() const override { return 100; }
 };
 
+constexpr int64_t kBatch = 16;
+
+// Handed the batch's input by the loop below: its view is the batch's.
+double evaluate_batch(torch::nn::Linear &fc, const torch::Tensor &images) {
+  return fc->forward(images.view({kBatch, 64})).sum().item<double>();
+}
+
 int main() {
   const int64_t batch_size = 32;
   auto fc = torch::nn::Linear(64, 10);
@@ -43,4 +50,21 @@ int main() {
     std::cout << (probs * mask).sum().item<float>() << y.size(0) << z.size(0)
               << w.size(0) << v.size(0) << '\n';
   }
+  // A lambda and a helper the loop hands the batch's input.
+  auto train_step = [&](torch::Tensor data, torch::Tensor target) {
+    optimizer.zero_grad();
+    auto loss = torch::cross_entropy_loss(
+        fc->forward(data.view({kBatch, 64})), target);
+    loss.backward();
+    optimizer.step();
+    return loss.item<double>();
+  };
+  auto small_loader = torch::data::make_data_loader(
+      Digits().map(torch::data::transforms::Stack<>()), kBatch);
+  double total = 0;
+  for (auto &[images, labels] : *small_loader) {
+    total += train_step(images, labels);
+    total += evaluate_batch(fc, images);
+  }
+  std::cout << total << '\n';
 }
