@@ -1172,14 +1172,26 @@ private:
   /// `ddp::distributed_parameters(model, device)`, which places, wraps with
   /// ddp::distribute and returns them. False where Owner's parameters() call
   /// is not on Model itself or comes from a macro.
-  bool wrapAtOptimizer(const ValueDecl *Model, const std::string &Wrapped,
+  bool wrapAtOptimizer(const ValueDecl *Model, std::string Wrapped,
                        const Root &Owner) {
     const CXXMemberCallExpr *Site = Owner.Site;
     const ValueDecl *Object =
         Site ? modelDeclOf(Site->getImplicitObjectArgument()) : nullptr;
-    if (!Object || canonical(Object) != canonical(Model) ||
-        Site->getBeginLoc().isMacroID() || Site->getEndLoc().isMacroID())
+    if (!Object || Site->getBeginLoc().isMacroID() ||
+        Site->getEndLoc().isMacroID())
       return false;
+    if (canonical(Object) != canonical(Model)) {
+      // A copy the model was handed on to (a constructor's parameter kept
+      // in a member, `encoder_(std::move(encoder))`): the same module,
+      // wrapped at the copy's parameters() call.
+      std::vector<const ValueDecl *> Aliases =
+          reachable(canonical(Model), /*Forward=*/true);
+      std::string Placed;
+      if (!llvm::is_contained(Aliases, canonical(Object)) ||
+          !spellModel(Object->getType(), Object->getName().str(), Placed,
+                      Wrapped))
+        return false;
+    }
     Finding F = Locator.make(*Context, Site->getSourceRange(), "R6",
                              checkName(), FindingForm::OwnEdits);
     if (F.FilePath.empty())

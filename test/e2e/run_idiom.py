@@ -298,6 +298,18 @@ IDIOMS = {
     # type written in the header (an alias) and, in full, in fit()'s
     # definition, which only another unit's loader reaches (R4 respells it).
     # Built with -fopenmp by g++ (LibTorch's headers then include <omp.h>).
+    # An autoencoder over three files: one optimizer over an encoder's and a
+    # decoder's parameters gathered into one vector (both wrapped), batches
+    # cut by hand in a while loop (sharded), a logger of another file
+    # constructed with std::cout (printed once).
+    "autoencoder_files": dict(
+        exe="autoencoder", args=lambda b, i: [str(b)], models=2,
+        edited={
+            "main.cpp": r"Logger log\(ddp::output_stream\(std::cout\)\);",
+            "trainer.cpp": [
+                r"for \(const auto ddp_start : ddp::batch_starts\(start, n, "
+                r"batch\)\) \{\n *start = ddp_start;",
+                r"sum = ddp::all_reduce\(sum\);"]}),
     "models_across_units": dict(
         exe="ensemble", args=lambda b, i: [str(b)], models=4,
         edited={
