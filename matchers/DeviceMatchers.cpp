@@ -265,7 +265,7 @@ private:
       return;
     }
     if (const ValueDecl *Decl = referencedDeviceTypeDecl(First))
-      deferUntilEndOfTU(Decl, Range);
+      deferUntilEndOfTU(Decl, Range, Construct);
   }
 
   // R2: `TensorOptions().device(torch::kCUDA)`, `torch::device(kCUDA)`.
@@ -299,7 +299,9 @@ private:
     if (Pure && isCudaDevice(CudaBranch) && isCpuDevice(CpuBranch) &&
         writtenArgumentCount(Construct) == 1) {
       // "CUDA when available, else CPU" is exactly what ddp::device() does.
-      addFinding(hardcodedDevice(argumentRange(Construct)));
+      Finding F = hardcodedDevice(argumentRange(Construct));
+      keepLocalsRead(F, Construct);
+      addFinding(std::move(F));
       return;
     }
     // Another condition (a --no-cuda flag, ...) keeps deciding; only the
@@ -452,12 +454,85 @@ private:
     return F;
   }
 
-  void deferUntilEndOfTU(const ValueDecl *Decl, SourceRange Range) {
+  void deferUntilEndOfTU(const ValueDecl *Decl, SourceRange Range,
+                         const CXXConstructExpr *Construct = nullptr) {
     Finding F = hardcodedDevice(Range);
+    if (Construct)
+      keepLocalsRead(F, Construct);
     F.Message = "'" + Decl->getName().str() +
                 "' may hold torch::kCUDA; each process of a DDP program must "
                 "use its own device: use 'ddp::device()'";
     PendingConversions.emplace_back(Decl, std::move(F));
+  }
+
+  /// The locals the arguments of Construct read (`cuda_available`, a
+  /// `device_type` set by an if/else) that nothing else reads: once R2
+  /// replaces the arguments with ddp::device(), -Wunused-variable and
+  /// -Wunused-but-set-variable would fail a -Werror build. F's edits then
+  /// replace the arguments and read each after the declaration,
+  /// `static_cast<void>(device_type);`.
+  void keepLocalsRead(Finding &F, const CXXConstructExpr *Construct) {
+    if (F.InMacro || F.FilePath.empty())
+      return;
+    DynTypedNodeList Parents = Context->getParents(*Construct);
+    const DeclStmt *Statement = nullptr;
+    for (int Steps = 0; Steps < 8 && !Parents.empty() && !Statement; ++Steps) {
+      Statement = Parents[0].get<DeclStmt>();
+      Parents = Context->getParents(Parents[0]);
+    }
+    const FunctionDecl *Function = nullptr;
+    for (int Steps = 0; Steps < 256 && !Parents.empty() && !Function; ++Steps) {
+      Function = Parents[0].get<FunctionDecl>();
+      Parents = Context->getParents(Parents[0]);
+    }
+    if (!Statement || !Function || !Function->getBody() ||
+        Statement->getEndLoc().isMacroID())
+      return;
+    std::vector<const VarDecl *> Read;
+    collectLocalReads(Construct, Read);
+    std::string Reads;
+    const SourceManager &SM = Context->getSourceManager();
+    unsigned Column = SM.getSpellingColumnNumber(Statement->getBeginLoc());
+    std::string Indent(Column > 0 ? Column - 1 : 0, ' ');
+    std::vector<const VarDecl *> Elsewhere;
+    collectLocalReads(Function->getBody(), Elsewhere, Construct);
+    for (const VarDecl *Var : Read) {
+      if (llvm::is_contained(Elsewhere, Var))
+        continue;
+      Reads +=
+          "\n" + Indent + "static_cast<void>(" + Var->getName().str() + ");";
+    }
+    if (Reads.empty())
+      return;
+    F.Edits.push_back({F.Offset, F.Length, "ddp::device()"});
+    F.Edits.push_back(
+        {SM.getFileOffset(SM.getSpellingLoc(Statement->getEndLoc())) + 1, 0,
+         Reads});
+  }
+
+  /// The local variables S reads (not as an assignment's target), outside
+  /// Except.
+  static void collectLocalReads(const Stmt *S,
+                                std::vector<const VarDecl *> &Out,
+                                const Stmt *Except = nullptr) {
+    if (!S || S == Except)
+      return;
+    if (const auto *Assign = dyn_cast<BinaryOperator>(S))
+      if (Assign->isAssignmentOp()) {
+        // The target of a plain assignment is written, not read.
+        if (Assign->getOpcode() != BO_Assign)
+          collectLocalReads(Assign->getLHS(), Out, Except);
+        else if (!isa<DeclRefExpr>(Assign->getLHS()->IgnoreParenImpCasts()))
+          collectLocalReads(Assign->getLHS(), Out, Except);
+        collectLocalReads(Assign->getRHS(), Out, Except);
+        return;
+      }
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+        if (Var->isLocalVarDecl() && !llvm::is_contained(Out, Var))
+          Out.push_back(Var);
+    for (const Stmt *Child : S->children())
+      collectLocalReads(Child, Out, Except);
   }
 
   /// Fills in the location of Range; an empty FilePath means "not ours"
