@@ -102,9 +102,11 @@ enum class ManifestState {
 
 /// Whether every file the manifest lists still has the contents it had, and
 /// whether one of its user (non-system) headers is one of the project's.
-/// OtherBase, before any file is read, when the header was built under a
-/// base folder other than Base, which still exists, and lists a file under
-/// that folder: that header is another checkout's.
+/// OtherBase when the header was built under a base folder other than Base,
+/// which still exists, from a file under that folder whose counterpart under
+/// Base (the same path below it) has other contents: that header is another
+/// checkout's. Where every such file has the same contents in both
+/// checkouts (a fresh clone of the same commit), the header is shared.
 ManifestState manifestState(llvm::StringRef ManifestPath, llvm::StringRef Root,
                             llvm::StringRef Base) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Manifest =
@@ -123,8 +125,14 @@ ManifestState manifestState(llvm::StringRef ManifestPath, llvm::StringRef Root,
   if (!BuiltBase.empty() && BuiltBase != Base &&
       llvm::sys::fs::is_directory(BuiltBase) &&
       llvm::any_of(Files, [&](llvm::StringRef Line) {
-        auto [Kind, Path] = Line.split(' ').second.split(' ');
-        return Kind != "prefix" && isPathUnder(Path, BuiltBase);
+        auto [Hash, KindAndPath] = Line.split(' ');
+        auto [Kind, Path] = KindAndPath.split(' ');
+        if (Kind == "prefix" || !isPathUnder(Path, BuiltBase))
+          return false;
+        llvm::SmallString<256> Counterpart(Path);
+        llvm::sys::path::replace_path_prefix(Counterpart, BuiltBase, Base);
+        std::optional<uint64_t> Ours = hashFile(Counterpart);
+        return Base.empty() || !Ours || hex(*Ours) != Hash;
       }))
     return ManifestState::OtherBase;
   ManifestState State = ManifestState::Holds;
