@@ -91,6 +91,7 @@ int main(int argc, char **argv) {
     device_type = torch::kCPU;
   }
   torch::Device device(ddp::device());
+  static_cast<void>(device_type);
 
   MLP model(16, 64, 1);
   model->to(device);
