@@ -436,6 +436,12 @@ bool isOwnStep(ASTContext &Context, const DeclRefExpr *Use) {
   return false;
 }
 
+/// Whether Var is declared inside Body (a fresh one each iteration).
+bool declaredIn(const VarDecl *Var, const Stmt *Body) {
+  return Var->getBeginLoc() >= Body->getBeginLoc() &&
+         Var->getBeginLoc() <= Body->getEndLoc();
+}
+
 /// Whether the counter's uses only pick batches: each ends, through
 /// arithmetic and local integers that do nothing else, in an argument of a
 /// call that cuts a tensor or computes a bound, or as the position in a
@@ -549,17 +555,12 @@ private:
     const VarDecl *End = varOf(Binary->getLHS());
     const VarDecl *Start = varOf(Binary->getRHS());
     if (!End || !Start || !End->getType()->isIntegerType() ||
-        !End->isLocalVarDecl() || !declaredInBody(End) || !End->getInit() ||
+        !End->isLocalVarDecl() || !declaredIn(End, Body) || !End->getInit() ||
         Fixed.assigns(End))
       return false;
     std::vector<const DeclRefExpr *> Reads;
     referencesTo(End->getInit(), Start, Reads);
     return !Reads.empty();
-  }
-
-  bool declaredInBody(const VarDecl *Var) const {
-    return Var->getBeginLoc() >= Body->getBeginLoc() &&
-           Var->getBeginLoc() <= Body->getEndLoc();
   }
 
   ASTContext &Context;
@@ -568,12 +569,6 @@ private:
   const Invariance &Fixed;
   ProgressOutput Progress;
 };
-
-/// Whether Var is declared inside Body (a fresh one each iteration).
-bool declaredIn(const VarDecl *Var, const Stmt *Body) {
-  return Var->getBeginLoc() >= Body->getBeginLoc() &&
-         Var->getBeginLoc() <= Body->getEndLoc();
-}
 
 /// A variable of the enclosing scope that holds a tensor and that the loop
 /// reads before it assigns it, or assigns from itself: a value carried from

@@ -4,8 +4,8 @@
 
 Logger::Logger(std::ostream &out) : out_(out) {}
 
-void Logger::metric(const std::string &tag, int index,
-                    const std::string &name, double value) {
+void Logger::metric(const std::string &tag, int index, const std::string &name,
+                    double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.6f", value);
   out_ << tag << ' ' << index << ' ' << name << ' ' << text << '\n';

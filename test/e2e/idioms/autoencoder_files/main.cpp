@@ -16,8 +16,7 @@ int main(int argc, char **argv) {
                                                    : torch::kCPU);
   const int64_t n = 384;
   auto basis = torch::randn({3, 8});
-  auto data = (torch::randn({n, 3}).matmul(basis) +
-               0.05 * torch::randn({n, 8}))
+  auto data = (torch::randn({n, 3}).matmul(basis) + 0.05 * torch::randn({n, 8}))
                   .to(device);
 
   Logger log(std::cout);
