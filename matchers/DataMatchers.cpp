@@ -117,6 +117,12 @@ struct LoaderUse {
   bool Backward = false;  ///< One of them reaches backward().
   bool Unknown = false;   ///< A use that could not be followed.
   std::string UnknownWhy; ///< The first such use, for the report.
+  /// Parameters of functions of the project defined in other units that the
+  /// loader is passed to (their keys, see parameterKey): what those units
+  /// say of them decides (Finding::Requires). Unknown is set with them.
+  std::vector<std::string> Deferred;
+  /// An unknown use that no other unit can decide.
+  bool UnknownHere = false;
   /// `torch::data::StatelessDataLoader` as written in the types that hold the
   /// loader, and where each type is: each becomes `ddp::DistributedDataLoader`.
   std::vector<std::pair<SourceRange, std::string>> TypeSpellings;
@@ -130,6 +136,13 @@ struct LoaderUse {
     if (!Unknown)
       UnknownWhy = std::move(Why);
     Unknown = true;
+    UnknownHere = true;
+  }
+  void deferred(std::string Key, std::string Why) {
+    if (!Unknown)
+      UnknownWhy = std::move(Why);
+    Unknown = true;
+    Deferred.push_back(std::move(Key));
   }
   void unfixableType(std::string Where) {
     if (!TypeUnfixable)
@@ -139,8 +152,12 @@ struct LoaderUse {
   void merge(const LoaderUse &Other) {
     Iterated |= Other.Iterated;
     Backward |= Other.Backward;
-    if (Other.Unknown)
-      unknown(Other.UnknownWhy);
+    if (Other.Unknown && !Unknown)
+      UnknownWhy = Other.UnknownWhy;
+    Unknown |= Other.Unknown;
+    UnknownHere |= Other.UnknownHere;
+    Deferred.insert(Deferred.end(), Other.Deferred.begin(),
+                    Other.Deferred.end());
     TypeSpellings.insert(TypeSpellings.end(), Other.TypeSpellings.begin(),
                          Other.TypeSpellings.end());
     if (Other.TypeUnfixable)
@@ -270,6 +287,34 @@ std::string loaderTypeKey(QualType Type, const ASTContext &Context) {
          Type.getCanonicalType().getUnqualifiedType().getAsString(Policy);
 }
 
+/// The key of a function's parameter among the whole program's facts: the
+/// function's qualified name and canonical parameter types, the same in the
+/// unit that defines it and in each unit that calls it.
+std::string parameterKey(const FunctionDecl *Function, unsigned Index,
+                         const ASTContext &Context) {
+  PrintingPolicy Policy(Context.getLangOpts());
+  Policy.FullyQualifiedName = true;
+  Policy.SuppressScope = false;
+  std::string Key = Function->getQualifiedNameAsString() + "(";
+  for (const ParmVarDecl *Param : Function->parameters())
+    Key += Param->getType().getCanonicalType().getAsString(Policy) + ",";
+  if (const auto *Method = dyn_cast<CXXMethodDecl>(Function))
+    Key += Method->isConst() ? ") const#" : ")#";
+  else
+    Key += ")#";
+  return Key + std::to_string(Index);
+}
+
+/// The facts a unit gives of a parameter of a function it defines that
+/// holds a loader: its batches reach backward(), or it is iterated and they
+/// never do.
+std::string trainsThroughKey(llvm::StringRef Parameter) {
+  return "ddp-loader-parameter-trains:" + Parameter.str();
+}
+std::string evaluatesThroughKey(llvm::StringRef Parameter) {
+  return "ddp-loader-parameter-evaluates:" + Parameter.str();
+}
+
 /// Every non-dependent spelling of `torch::data::StatelessDataLoader<...>`
 /// in the declarations it traverses (patterns, not instantiations): the
 /// range a respelling replaces and the spelled type.
@@ -384,13 +429,57 @@ public:
       if (Edit.FilePath.empty() || Edit.InMacro)
         continue;
       Edit.NewName = "ddp::DistributedDataLoader";
-      Edit.Requires = loaderTypeKey(Type, *Context);
+      Edit.Requires = {loaderTypeKey(Type, *Context)};
       Edit.Message = "torch's loader type, written where another unit's "
                      "loader of ddp::make_data_loader may go: use "
                      "'ddp::DistributedDataLoader' (same template arguments)";
       Findings.push_back(std::move(Edit));
     }
+    provideParameterFacts();
     Context = nullptr;
+  }
+
+  /// For each function of the project defined in this unit that takes a
+  /// loader of torch's type: whether its batches reach backward() there, or
+  /// are only evaluated, for the units whose loaders are passed to it.
+  void provideParameterFacts() {
+    class Definitions : public RecursiveASTVisitor<Definitions> {
+    public:
+      bool VisitFunctionDecl(FunctionDecl *Function) {
+        if (Function->doesThisDeclarationHaveABody() &&
+            !Function->isDependentContext() &&
+            !Function->isTemplateInstantiation())
+          Found.push_back(Function);
+        return true;
+      }
+      std::vector<const FunctionDecl *> Found;
+    } Visitor;
+    for (Decl *TopLevel : Context->getTranslationUnitDecl()->decls())
+      if (isOurs(TopLevel->getLocation()))
+        Visitor.TraverseDecl(TopLevel);
+    for (const FunctionDecl *Function : Visitor.Found)
+      for (unsigned I = 0; I < Function->getNumParams(); ++I) {
+        const ParmVarDecl *Param = Function->getParamDecl(I);
+        QualType Type = Param->getType().getNonReferenceType();
+        if (Type->isPointerType())
+          Type = Type->getPointeeType();
+        if (!namesStatelessLoader(Type))
+          continue;
+        CurrentLoader = loaderRecordOf(Type);
+        LoaderUse Use = useOfVariable(Param, /*Hops=*/1);
+        CurrentLoader = nullptr;
+        std::string Key = parameterKey(Function, I, *Context);
+        Finding Fact;
+        Fact.RuleId = "R4";
+        Fact.Form = FindingForm::ProgramFact;
+        if (Use.Backward)
+          Fact.Provides = trainsThroughKey(Key);
+        else if (Use.Iterated && !Use.Unknown)
+          Fact.Provides = evaluatesThroughKey(Key);
+        else
+          continue;
+        Findings.push_back(std::move(Fact));
+      }
   }
 
   void run(const MatchFinder::MatchResult &Result) override {
@@ -578,6 +667,10 @@ private:
       Findings.push_back(std::move(F));
       return;
     }
+    if (!Use.Backward && !Use.UnknownHere && !Use.Deferred.empty()) {
+      decideInOtherUnits(std::move(F), Use);
+      return;
+    }
     bool Even = Use.Backward || Use.Unknown || !Use.Iterated;
     if (!Use.Backward && !Use.Unknown && !Use.Iterated)
       Use.unknown("it is never iterated here");
@@ -622,6 +715,62 @@ private:
                "): sharded evenly (padded, a few samples seen twice); if it "
                "only evaluates, use ddp::make_eval_data_loader for exact "
                "metrics");
+  }
+
+  /// A loader whose fate the units that define the functions it is passed
+  /// to decide: even shards where one of them trains on it, exact ones where
+  /// each only evaluates it, else even with the report item. One edit per
+  /// alternative, each kept by what the other units provide.
+  void decideInOtherUnits(Finding F, const LoaderUse &Use) {
+    Finding Even = F;
+    Even.NewName = "ddp::make_data_loader";
+    std::vector<std::string> Trains, Evaluates;
+    for (const std::string &Key : Use.Deferred) {
+      Trains.push_back(trainsThroughKey(Key));
+      Evaluates.push_back(evaluatesThroughKey(Key));
+    }
+    // Adjacent alternatives at one spot: the run keeps the first of each
+    // kind that holds.
+    Even.Message = "data loader without a distributed sampler: every rank "
+                   "would train on the whole dataset; use "
+                   "'ddp::make_data_loader' (even shards: its batches reach "
+                   "backward() in a function of another unit)";
+    for (const std::string &Trained : Trains) {
+      Finding Edit = Even;
+      Edit.Requires = {Trained};
+      Findings.push_back(std::move(Edit));
+    }
+    Even.Message = "data loader without a distributed sampler: every rank "
+                   "would train on the whole dataset; use "
+                   "'ddp::make_data_loader' (even shards: where its batches "
+                   "go is not known)";
+    for (const std::string &Evaluated : Evaluates) {
+      Finding Edit = Even;
+      Edit.Excludes = {Evaluated};
+      Findings.push_back(std::move(Edit));
+    }
+    Finding Exact = F;
+    Exact.NewName = "ddp::make_eval_data_loader";
+    Exact.Message = "data loader without a distributed sampler: every rank "
+                    "would evaluate the whole dataset; use "
+                    "'ddp::make_eval_data_loader' (exact shards: its batches "
+                    "never reach backward(), here or in the functions of "
+                    "other units it is passed to)";
+    Exact.Requires = Evaluates;
+    Findings.push_back(std::move(Exact));
+    for (const std::string &Evaluated : Evaluates) {
+      Finding Item = F;
+      Item.NewName.clear();
+      Item.Excludes = Trains;
+      Item.Excludes.push_back(Evaluated);
+      report(std::move(Item), "loader-use-unknown",
+             "whether this loader's batches reach backward() is not known "
+             "(" +
+                 Use.UnknownWhy +
+                 "): sharded evenly (padded, a few samples seen twice); if "
+                 "it only evaluates, use ddp::make_eval_data_loader for "
+                 "exact metrics");
+    }
   }
 
   /// Whether Call runs again and again: in the body of a loop of its
@@ -1057,6 +1206,24 @@ private:
       if (const FunctionDecl *Pattern =
               Callee->getTemplateInstantiationPattern())
         Body = Pattern->getBody(Definition);
+    if (!Body && Callee && Hops < 2 && isOurs(Callee->getLocation()) &&
+        !Callee->isDependentContext() && Index < Callee->getNumParams()) {
+      // Defined in another unit of the project: that unit says what the
+      // parameter does with the loader (onEndOfTranslationUnit).
+      for (const FunctionDecl *Declaration : Callee->redecls())
+        if (Index < Declaration->getNumParams()) {
+          const ParmVarDecl *Param = Declaration->getParamDecl(Index);
+          noteWrittenType(
+              Param->getTypeSourceInfo(),
+              "parameter '" + Param->getNameAsString() + "' of " + Name, Use);
+        }
+      Use.deferred(parameterKey(Callee, Index, *Context),
+                   "it is passed to " + Name +
+                       ", whose body is in a unit of the project not "
+                       "migrated with this one, or whose use of it ddpify "
+                       "does not follow");
+      return Use;
+    }
     if (!Body || !Definition || !isOurs(Definition->getLocation()) ||
         Hops >= 2) {
       Use.unknown("it is passed to " + Name +

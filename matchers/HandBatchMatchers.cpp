@@ -155,6 +155,37 @@ bool isBatchList(QualType T) {
          isBatchElement(Spec->getTemplateArgs()[0].getAsType());
 }
 
+/// Whether E is `c.begin()` (or cbegin, `std::begin(c)`) of a standard
+/// sequence: a list of sample indices or samples an offset walks.
+bool isSequenceBegin(const Expr *E) {
+  E = E->IgnoreImplicit();
+  if (const auto *Temporary = dyn_cast<MaterializeTemporaryExpr>(E))
+    E = Temporary->getSubExpr()->IgnoreImplicit();
+  const Expr *Object = nullptr;
+  std::string Name;
+  if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E)) {
+    Object = Member->getImplicitObjectArgument();
+    Name = calleeName(Member);
+    size_t Colons = Name.rfind("::");
+    if (Colons != std::string::npos)
+      Name = Name.substr(Colons + 2);
+  } else if (const auto *Call = dyn_cast<CallExpr>(E)) {
+    Name = calleeName(Call);
+    if (Call->getNumArgs() == 1)
+      Object = Call->getArg(0);
+  }
+  if (!Object || (Name != "begin" && Name != "cbegin" && Name != "std::begin" &&
+                  Name != "std::cbegin"))
+    return false;
+  const auto *Record =
+      Object->getType().getNonReferenceType()->getAsCXXRecordDecl();
+  if (!Record)
+    return false;
+  std::string Container = Record->getQualifiedNameAsString();
+  return Container == "std::vector" || Container == "std::deque" ||
+         Container == "std::array";
+}
+
 bool isSliceConstruction(const Expr *E) {
   const auto *Construct = dyn_cast<CXXConstructExpr>(E);
   return Construct && Construct->getConstructor() &&
@@ -488,6 +519,16 @@ private:
       if (!Parent)
         return false;
       const Expr *Child = Node.get<Expr>();
+      // `perm.begin() + i`, `std::next(perm.begin(), i)`: a position in a
+      // list of sample indices (or samples) that a range then copies.
+      if (const auto *Plus = dyn_cast<CXXOperatorCallExpr>(Parent))
+        if (Plus->getOperator() == OO_Plus && Plus->getNumArgs() == 2 &&
+            Plus->getArg(1) == Child && isSequenceBegin(Plus->getArg(0)))
+          return iteratorPicks(Plus);
+      if (const auto *Next = dyn_cast<CallExpr>(Parent))
+        if (calleeName(Next) == "std::next" && Next->getNumArgs() == 2 &&
+            Next->getArg(1) == Child && isSequenceBegin(Next->getArg(0)))
+          return iteratorPicks(Next);
       if (const auto *Subscript = dyn_cast<CXXOperatorCallExpr>(Parent)) {
         // `xs[i]` of `auto xs = x.split(batch);`, `batches[i]` of a vector
         // of input/target pairs, or sample i of `x[i]`.
@@ -546,6 +587,69 @@ private:
       Node = Parents[0];
     }
     return false;
+  }
+
+  /// Whether the iterator Position (an offset from a sequence's begin) only
+  /// bounds a range that is copied: the first or last iterator of a range
+  /// constructor (`std::vector<int64_t> chunk(first, last)`), of `assign`
+  /// or of `std::copy`, possibly moved on by a fixed amount first
+  /// (`first + batch`). A first iterator cuts the batch.
+  bool iteratorPicks(const Expr *Position) {
+    DynTypedNode Node = DynTypedNode::create(*Position);
+    for (int Steps = 0; Steps < 12; ++Steps) {
+      DynTypedNodeList Parents = Context.getParents(Node);
+      const Expr *Parent = Parents.empty() ? nullptr : Parents[0].get<Expr>();
+      const Expr *Child = Node.get<Expr>();
+      if (!Parent || !Child)
+        return false;
+      if (const auto *Plus = dyn_cast<CXXOperatorCallExpr>(Parent)) {
+        if (Plus->getOperator() != OO_Plus || Plus->getNumArgs() != 2 ||
+            Plus->getArg(0) != Child || !Fixed.holds(Plus->getArg(1)))
+          return false;
+      } else if (const auto *Construct = dyn_cast<CXXConstructExpr>(Parent)) {
+        // A copy of the iterator goes on up; a range construction ends here.
+        if (Construct->getNumArgs() >= 2 && isRangeHolder(Construct->getType()))
+          return rangeArgument(Construct->arguments(), Child);
+        if (Construct->getNumArgs() != 1)
+          return false;
+      } else if (const auto *Call = dyn_cast<CallExpr>(Parent)) {
+        std::string Name = calleeName(Call);
+        if (Name == "std::copy")
+          return rangeArgument(Call->arguments(), Child);
+        const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
+        if (Member && Member->getImplicitObjectArgument() != Child &&
+            llvm::StringRef(Name).ends_with("assign") &&
+            isRangeHolder(Member->getImplicitObjectArgument()->getType()))
+          return rangeArgument(Call->arguments(), Child);
+        return false;
+      } else if (!isa<ImplicitCastExpr, ParenExpr, MaterializeTemporaryExpr,
+                      CXXBindTemporaryExpr, ExprWithCleanups>(Parent)) {
+        return false;
+      }
+      Node = Parents[0];
+    }
+    return false;
+  }
+
+  /// A first (cutting) or last iterator of a range's arguments.
+  template <typename Range> bool rangeArgument(Range Arguments, const Expr *E) {
+    unsigned I = 0;
+    for (const Expr *Argument : Arguments) {
+      if (Argument == E && I < 2) {
+        Cuts |= I == 0;
+        return true;
+      }
+      ++I;
+    }
+    return false;
+  }
+
+  static bool isRangeHolder(QualType T) {
+    const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
+    if (!Record)
+      return false;
+    std::string Name = Record->getQualifiedNameAsString();
+    return Name == "std::vector" || Name == "std::deque";
   }
 
   /// `end - start`, where the body declares `end` from `start`.

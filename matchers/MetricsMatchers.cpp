@@ -434,8 +434,10 @@ private:
     if (!S)
       return;
     if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
-      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl())) {
         Uses[Var].push_back(Ref->getLocation());
+        References[Var].push_back(Ref);
+      }
     // Plain assignments, which start a sum afresh (a reset).
     if (const auto *Assign = dyn_cast<BinaryOperator>(S)) {
       if (Assign->getOpcode() == BO_Assign)
@@ -521,6 +523,74 @@ private:
                static_cast<const DeclContext *>(Function);
   }
 
+  /// Whether Var is stepped by one once per iteration (`++v`, `v++`,
+  /// `v += 1` as a statement of the loop's body) and named nowhere else in it.
+  bool isBatchCounter(const VarDecl *Var, const Stmt *LoopBody) {
+    const auto *Block = dyn_cast_or_null<CompoundStmt>(LoopBody);
+    if (!Block || !Var->getType()->isIntegerType())
+      return false;
+    auto IsVar = [&](const Expr *E) {
+      const auto *Ref =
+          dyn_cast_or_null<DeclRefExpr>(stripParensAndImplicit(E));
+      return Ref && Ref->getDecl() == Var;
+    };
+    int Steps = 0;
+    for (const Stmt *S : Block->body()) {
+      const auto *E = dyn_cast<Expr>(S);
+      E = E ? stripParensAndImplicit(E) : nullptr;
+      bool Step = false;
+      if (const auto *Unary = dyn_cast_or_null<UnaryOperator>(E))
+        Step = Unary->isIncrementOp() && IsVar(Unary->getSubExpr());
+      else if (const auto *Add = dyn_cast_or_null<CompoundAssignOperator>(E))
+        if (Add->getOpcode() == BO_AddAssign && IsVar(Add->getLHS()))
+          if (const auto *One = dyn_cast<IntegerLiteral>(
+                  stripParensAndImplicit(Add->getRHS())))
+            Step = One->getValue() == 1;
+      if (Step)
+        ++Steps;
+      else if (refersTo(S, Var))
+        return false;
+    }
+    return Steps == 1;
+  }
+
+  /// Whether every read of Var after Loop prints it: an operand of `<<` on
+  /// an output stream, or an argument of printf and its kin.
+  bool onlyPrintedAfter(const VarDecl *Var, const Stmt *Loop) {
+    bool Any = false;
+    for (const DeclRefExpr *Ref : References[Var]) {
+      if (!SM.isBeforeInTranslationUnit(Loop->getEndLoc(), Ref->getLocation()))
+        continue;
+      Any = true;
+      const Stmt *Child = Ref;
+      const Stmt *Parent = Parents.getParent(Child);
+      while (Parent &&
+             (isa<ImplicitCastExpr, ParenExpr, ExplicitCastExpr>(Parent))) {
+        Child = Parent;
+        Parent = Parents.getParent(Parent);
+      }
+      if (const auto *Shift = dyn_cast_or_null<CXXOperatorCallExpr>(Parent))
+        if (Shift->getOperator() == OO_LessLess && Shift->getNumArgs() == 2 &&
+            Shift->getArg(1) == Child && isOutputStream(Shift->getArg(0)))
+          continue;
+      if (const auto *Call = dyn_cast_or_null<CallExpr>(Parent))
+        if (const FunctionDecl *Callee = Call->getDirectCallee())
+          if (Callee->getIdentifier() &&
+              llvm::is_contained({"printf", "fprintf", "snprintf", "sprintf"},
+                                 Callee->getName()) &&
+              Call->getNumArgs() > 0 && Call->getArg(0) != Child)
+            continue;
+      return false;
+    }
+    return Any;
+  }
+
+  static bool isOutputStream(const Expr *E) {
+    QualType T = E->getType().getNonReferenceType();
+    const CXXRecordDecl *Record = T->getAsCXXRecordDecl();
+    return Record && derivesFrom(Record, {"std::basic_ostream"});
+  }
+
   /// The enclosing loop over whose iterations Var's sum would carry on (the
   /// all-reduce after the inner loop would then add sums already reduced),
   /// or nullptr.
@@ -582,6 +652,13 @@ private:
         continue;
       }
       if (!readAfter(Var, Loop))
+        continue;
+      // A count of a training loop's iterations, only printed: the number
+      // of optimizer steps, which is this rank's as in any DDP program (one
+      // process at the global batch takes as many). An evaluation's count
+      // of batches is all of the ranks' batches, reduced as a sum.
+      if (!T.Other && isBatchCounter(Var, Body) &&
+          onlyPrintedAfter(Var, Loop) && Oracle.stepsOptimizer(Body))
         continue;
       if (T.Other) {
         problem(
@@ -661,6 +738,7 @@ private:
   ParentMap Parents;
   TrainingOracle Oracle;
   llvm::DenseMap<const VarDecl *, std::vector<SourceLocation>> Uses;
+  llvm::DenseMap<const VarDecl *, std::vector<const DeclRefExpr *>> References;
   llvm::DenseMap<const VarDecl *, std::vector<SourceLocation>> Resets;
 };
 

@@ -33,6 +33,7 @@
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMapContext.h"
+#include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
 #include "clang/Lex/Lexer.h"
 #include <set>
@@ -169,6 +170,8 @@ public:
     }
     const FunctionDecl *Function = enclosingFunction(Context, Sink);
     if (!Function) {
+      if (reseedInMain(Context, Seed, Sink))
+        return;
       noteUnshared(Context, Sink,
                    "this generator is seeded at start-up from a value that "
                    "differs by process, before ddp::init can share it");
@@ -237,15 +240,102 @@ private:
         cast<CXXMethodDecl>(Function)->getParent()->isLambda())
       return false;
     bool Trusted = Function->isMain() || Oracle->functionTrains(Function);
+    // A helper every rank calls once: a seed drawn in a loop of its own
+    // would be drawn as often as that loop runs, which may differ by rank.
+    if (!Trusted && calledOnceByEveryRank(Context, Function)) {
+      if (insideLoop(Context, Sink))
+        return false;
+      Trusted = true;
+    }
     if (const auto *Method = dyn_cast<CXXMethodDecl>(Function)) {
       const CXXRecordDecl *Record = Method->getParent();
-      if (isTorchCallback(Record))
+      if (isTorchCallback(Record) && !Trusted)
         return false;
       for (const CXXMethodDecl *Other : Record->methods())
         Trusted |= Other->hasBody() && Oracle->functionTrains(Other);
     }
     if (!Trusted)
       return false;
+    return outsideBatchLoops(Context, Sink);
+  }
+
+  /// Whether Function (a helper that makes the data, a dataset's
+  /// constructor) is only called straight from main or a function that
+  /// trains, outside any loop, by code of this file that no other unit
+  /// sees: every rank then calls it as often, at the same point.
+  bool calledOnceByEveryRank(ASTContext &Context,
+                             const FunctionDecl *Function) {
+    const SourceManager &SM = Context.getSourceManager();
+    const FunctionDecl *Canonical = Function->getCanonicalDecl();
+    if (!SM.isInMainFile(SM.getExpansionLoc(Canonical->getLocation())))
+      return false;
+    // A virtual method (a dataset's get(), a module's forward()) is also
+    // called by the library, where no call of this file shows it.
+    if (const auto *Method = dyn_cast<CXXMethodDecl>(Function))
+      if (Method->isVirtual())
+        return false;
+    class Sites : public RecursiveASTVisitor<Sites> {
+    public:
+      explicit Sites(const FunctionDecl *Target) : Target(Target) {}
+      bool VisitCallExpr(CallExpr *Call) {
+        if (const FunctionDecl *Callee = Call->getDirectCallee())
+          if (Callee->getCanonicalDecl() == Target)
+            Found.push_back(Call);
+        return true;
+      }
+      bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
+        if (Construct->getConstructor() &&
+            Construct->getConstructor()->getCanonicalDecl() == Target)
+          Found.push_back(Construct);
+        return true;
+      }
+      bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+        // Its address taken, or named for a call that is not direct.
+        if (Ref->getDecl()->getCanonicalDecl() == Target)
+          ++Named;
+        return true;
+      }
+      const FunctionDecl *Target;
+      std::vector<const Expr *> Found;
+      unsigned Named = 0;
+    } Visitor(Canonical);
+    for (Decl *TopLevel : Context.getTranslationUnitDecl()->decls())
+      if (SM.isInMainFile(SM.getExpansionLoc(TopLevel->getLocation())))
+        Visitor.TraverseDecl(TopLevel);
+    unsigned DirectCalls = 0;
+    for (const Expr *Site : Visitor.Found)
+      DirectCalls += isa<CallExpr>(Site) && !isa<CXXMemberCallExpr>(Site);
+    if (Visitor.Found.empty() || Visitor.Named > DirectCalls)
+      return false;
+    for (const Expr *Site : Visitor.Found) {
+      const FunctionDecl *Caller = enclosingFunction(Context, Site);
+      if (!Caller || Caller == Function ||
+          !(Caller->isMain() || Oracle->functionTrains(Caller)))
+        return false;
+      if (insideLoop(Context, Site))
+        return false;
+    }
+    return true;
+  }
+
+  /// Whether S is inside a loop (or a lambda) of its function.
+  static bool insideLoop(ASTContext &Context, const Stmt *S) {
+    DynTypedNodeList Parents = Context.getParents(*S);
+    for (int Steps = 0; Steps < 256 && !Parents.empty(); ++Steps) {
+      if (Parents[0].get<FunctionDecl>())
+        return false;
+      if (const auto *Parent = Parents[0].get<Stmt>())
+        if (isa<ForStmt, WhileStmt, DoStmt, CXXForRangeStmt, LambdaExpr>(
+                Parent))
+          return true;
+      Parents = Context.getParents(Parents[0]);
+    }
+    return false;
+  }
+
+  /// Whether Sink is outside every loop over a loader or over batches of
+  /// its function.
+  bool outsideBatchLoops(ASTContext &Context, const Stmt *Sink) {
     DynTypedNodeList Parents = Context.getParents(*Sink);
     for (int Steps = 0; Steps < 256 && !Parents.empty(); ++Steps) {
       if (Parents[0].get<FunctionDecl>())
@@ -268,6 +358,117 @@ private:
       Parents = Context.getParents(*S);
     }
     return true;
+  }
+
+  /// A standard engine defined at namespace scope, seeded at start-up: it
+  /// is seeded again in this unit's main, right after ddp::init, with the
+  /// main process's value of the same seed expression (before any rank
+  /// draws from it in main). True when that is (or was already) done.
+  bool reseedInMain(ASTContext &Context, const Expr *Seed, const Expr *Sink) {
+    // The variable the engine's construction initialises (through the
+    // full-expression's cleanups of a `std::random_device{}` temporary).
+    DynTypedNodeList Parents = Context.getParents(*Sink);
+    while (!Parents.empty() && Parents[0].get<Expr>() &&
+           isa<ExprWithCleanups, ImplicitCastExpr, MaterializeTemporaryExpr,
+               CXXBindTemporaryExpr>(Parents[0].get<Expr>()))
+      Parents = Context.getParents(Parents[0]);
+    const auto *Engine = Parents.empty() ? nullptr : Parents[0].get<VarDecl>();
+    if (!Engine || !Engine->hasGlobalStorage() ||
+        Engine->isStaticDataMember() ||
+        !Engine->getType()->getAsCXXRecordDecl() || !Engine->getIdentifier())
+      return false;
+    const FunctionDecl *Main = nullptr;
+    for (const Decl *TopLevel : Context.getTranslationUnitDecl()->decls())
+      if (const auto *Function = dyn_cast<FunctionDecl>(TopLevel))
+        if (Function->isMain() && Function->doesThisDeclarationHaveABody() &&
+            Locator.isInRoot(Context, Function->getLocation()))
+          Main = Function;
+    const auto *Body = Main ? dyn_cast<CompoundStmt>(Main->getBody()) : nullptr;
+    if (!Body)
+      return false;
+    const SourceManager &SM = Context.getSourceManager();
+    CharSourceRange SeedRange =
+        CharSourceRange::getTokenRange(Seed->getSourceRange());
+    if (Seed->getBeginLoc().isMacroID() || Seed->getEndLoc().isMacroID())
+      return false;
+    std::string SeedText =
+        Lexer::getSourceText(SeedRange, SM, Context.getLangOpts()).str();
+    if (SeedText.empty())
+      return false;
+    // Reseeded already (a second run), or by the user.
+    for (const Stmt *S : Body->body())
+      if (reseeds(S, Engine))
+        return true;
+    // After ddp::init where main calls it, else right after `{`, where R1
+    // puts the call (same offset, R1's edit first).
+    SourceLocation After = Body->getLBracLoc();
+    for (const Stmt *S : Body->body())
+      if (callsFunction(S, "ddp::init")) {
+        // Its `;`, the last token of the statement.
+        SourceLocation Semi = Lexer::findLocationAfterToken(
+            S->getEndLoc(), tok::semi, SM, Context.getLangOpts(),
+            /*SkipTrailingWhitespaceAndNewLine=*/false);
+        if (Semi.isInvalid())
+          return false;
+        After = Semi.getLocWithOffset(-1);
+        break;
+      }
+    Finding F = Locator.make(Context, SourceRange(After, After), "R13", Check,
+                             FindingForm::OwnEdits);
+    if (F.FilePath.empty() || F.InMacro ||
+        !Seen.insert({F.FilePath, F.Offset}).second)
+      return false;
+    F.Offset += F.Length;
+    F.Length = 0;
+    bool StartsLine = true;
+    std::string Indent =
+        Body->body_empty()
+            ? "  "
+            : indentationOf(SM, Body->body_front()->getBeginLoc(), StartsLine);
+    std::string Name = Engine->getName().str();
+    for (const DeclContext *Scope = Engine->getDeclContext(); Scope;
+         Scope = Scope->getParent())
+      if (const auto *Namespace = dyn_cast<NamespaceDecl>(Scope))
+        if (!Namespace->isAnonymousNamespace())
+          Name = Namespace->getName().str() + "::" + Name;
+    F.Message = "the generator '" + Engine->getNameAsString() +
+                "' is seeded at start-up from a value that differs by "
+                "process, so ranks that shuffle or make their data with it "
+                "would each see another order; main seeds it again after "
+                "ddp::init with the main process's value (ddp::shared_seed)";
+    F.Edits.push_back(
+        {F.Offset, 0,
+         "\n" + Indent + Name + ".seed(ddp::shared_seed(" + SeedText + "));"});
+    Findings.push_back(std::move(F));
+    return true;
+  }
+
+  /// Whether S is `engine.seed(...ddp::shared_seed(...)...)`.
+  static bool reseeds(const Stmt *S, const VarDecl *Engine) {
+    const auto *E = dyn_cast<Expr>(S);
+    const auto *Call =
+        E ? dyn_cast<CXXMemberCallExpr>(E->IgnoreImplicit()) : nullptr;
+    if (!Call || !Call->getMethodDecl() ||
+        !Call->getMethodDecl()->getIdentifier() ||
+        Call->getMethodDecl()->getName() != "seed")
+      return false;
+    const auto *Object = dyn_cast<DeclRefExpr>(
+        Call->getImplicitObjectArgument()->IgnoreParenImpCasts());
+    return Object && Object->getDecl() == Engine &&
+           callsFunction(Call, "ddp::shared_seed");
+  }
+
+  static bool callsFunction(const Stmt *S, llvm::StringRef Name) {
+    if (!S)
+      return false;
+    if (const auto *Call = dyn_cast<CallExpr>(S))
+      if (const FunctionDecl *Callee = Call->getDirectCallee())
+        if (Callee->getQualifiedNameAsString() == Name)
+          return true;
+    for (const Stmt *Child : S->children())
+      if (callsFunction(Child, Name))
+        return true;
+    return false;
   }
 
   void noteUnshared(ASTContext &Context, const Expr *Sink,

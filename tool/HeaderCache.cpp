@@ -7,6 +7,8 @@
 #include "clang/Frontend/FrontendActions.h"
 #include "clang/Frontend/TextDiagnosticPrinter.h"
 #include "clang/Frontend/Utils.h"
+#include "clang/Lex/PPCallbacks.h"
+#include "clang/Lex/Preprocessor.h"
 #include "clang/Tooling/ArgumentsAdjusters.h"
 #include "clang/Tooling/Tooling.h"
 #include "llvm/Support/FileSystem.h"
@@ -34,6 +36,9 @@ std::string hex(uint64_t Value) { return llvm::utohexstr(Value, true, 16); }
 class AllDependencies : public DependencyCollector {
 public:
   std::set<std::string> UserFiles;
+  /// Every include as spelled (`c10/core/Device.h`, `vector`): what a
+  /// folder left out of the key must not hold (spelledNamesFile).
+  std::set<std::string> Spelled;
 
 private:
   bool needSystemDependencies() override { return true; }
@@ -49,7 +54,7 @@ private:
 class BuildPchAction : public GeneratePCHAction {
 public:
   BuildPchAction(std::string Output,
-                 std::shared_ptr<DependencyCollector> Dependencies)
+                 std::shared_ptr<AllDependencies> Dependencies)
       : Output(std::move(Output)), Dependencies(std::move(Dependencies)) {}
 
 protected:
@@ -62,18 +67,35 @@ protected:
     // The units that use it skip LibTorch's bodies too.
     Compiler.getFrontendOpts().SkipFunctionBodies = true;
     Dependencies->attachToPreprocessor(Compiler.getPreprocessor());
+    Compiler.getPreprocessor().addPPCallbacks(
+        std::make_unique<SpelledIncludes>(*Dependencies));
     return GeneratePCHAction::CreateASTConsumer(Compiler, File);
   }
 
+  class SpelledIncludes : public PPCallbacks {
+  public:
+    explicit SpelledIncludes(AllDependencies &Into) : Into(Into) {}
+    void InclusionDirective(SourceLocation, const Token &,
+                            llvm::StringRef FileName, bool, CharSourceRange,
+                            OptionalFileEntryRef, llvm::StringRef,
+                            llvm::StringRef, const Module *, bool,
+                            SrcMgr::CharacteristicKind) override {
+      Into.Spelled.insert(FileName.str());
+    }
+
+  private:
+    AllDependencies &Into;
+  };
+
 private:
   std::string Output;
-  std::shared_ptr<DependencyCollector> Dependencies;
+  std::shared_ptr<AllDependencies> Dependencies;
 };
 
 class BuildPchFactory : public FrontendActionFactory {
 public:
   BuildPchFactory(std::string Output,
-                  std::shared_ptr<DependencyCollector> Dependencies)
+                  std::shared_ptr<AllDependencies> Dependencies)
       : Output(std::move(Output)), Dependencies(std::move(Dependencies)) {}
   std::unique_ptr<FrontendAction> create() override {
     return std::make_unique<BuildPchAction>(Output, Dependencies);
@@ -81,7 +103,7 @@ public:
 
 private:
   std::string Output;
-  std::shared_ptr<DependencyCollector> Dependencies;
+  std::shared_ptr<AllDependencies> Dependencies;
 };
 
 std::optional<uint64_t> hashFile(llvm::StringRef Path) {
@@ -121,14 +143,18 @@ ManifestState manifestState(llvm::StringRef ManifestPath, llvm::StringRef Root,
   llvm::StringRef BuiltBase = Lines[1].drop_front(4).ltrim();
   auto Files = llvm::ArrayRef(Lines).drop_front(2);
   // The cache's own prefix file may lie anywhere: it is no checkout's. A
-  // checkout that is gone holds no entry: it is stale, built over.
+  // checkout this machine does not have (gone, or another machine's sharing
+  // the cache, as CI's) keeps its entry: built over, it would be built again
+  // by that checkout's next run, and so on in turn (pruneGoneCheckouts).
+  bool BuiltBaseHere = llvm::sys::fs::is_directory(BuiltBase);
   if (!BuiltBase.empty() && BuiltBase != Base &&
-      llvm::sys::fs::is_directory(BuiltBase) &&
       llvm::any_of(Files, [&](llvm::StringRef Line) {
         auto [Hash, KindAndPath] = Line.split(' ');
         auto [Kind, Path] = KindAndPath.split(' ');
         if (Kind == "prefix" || !isPathUnder(Path, BuiltBase))
           return false;
+        if (!BuiltBaseHere)
+          return true;
         llvm::SmallString<256> Counterpart(Path);
         llvm::sys::path::replace_path_prefix(Counterpart, BuiltBase, Base);
         std::optional<uint64_t> Ours = hashFile(Counterpart);
@@ -428,11 +454,161 @@ std::vector<std::string> headerArguments(const CompileCommand &Command) {
   return Kept;
 }
 
+/// The entry's lock file, touched on each use: when it was last used.
+static void markUsed(llvm::StringRef KeyDir) {
+  llvm::SmallString<256> Lock(KeyDir);
+  llvm::sys::path::append(Lock, "lock");
+  int FD = -1;
+  if (llvm::sys::fs::openFileForWrite(Lock, FD, llvm::sys::fs::CD_OpenAlways))
+    return;
+  auto Now = std::chrono::system_clock::now();
+  (void)llvm::sys::fs::setLastAccessAndModificationTime(FD, Now, Now);
+  llvm::sys::Process::SafelyCloseFileDescriptor(FD);
+}
+
+/// Removes the entries of checkouts this machine does not have that no run
+/// used for a week: a fresh clone's, once deleted, would otherwise stay.
+static void pruneGoneCheckouts(llvm::StringRef Dir) {
+  std::error_code EC;
+  auto WeekAgo = std::chrono::system_clock::now() - std::chrono::hours(24 * 7);
+  for (llvm::sys::fs::directory_iterator It(Dir, EC), End; !EC && It != End;
+       It.increment(EC)) {
+    llvm::SmallString<256> Manifest(It->path()), Lock(It->path());
+    llvm::sys::path::append(Manifest, "manifest");
+    llvm::sys::path::append(Lock, "lock");
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Text =
+        llvm::MemoryBuffer::getFile(Manifest);
+    if (!Text)
+      continue;
+    llvm::StringRef Base =
+        (*Text)->getBuffer().split('\n').second.split('\n').first;
+    if (!Base.consume_front("base") || Base.trim().empty() ||
+        llvm::sys::fs::is_directory(Base.trim()))
+      continue;
+    llvm::sys::fs::file_status Status;
+    if (llvm::sys::fs::status(Lock, Status) ||
+        Status.getLastModificationTime() > WeekAgo)
+      continue;
+    (void)llvm::sys::fs::remove_directories(It->path());
+  }
+}
+
+/// The arguments that shape a precompiled header, so normalised that the
+/// units of a project whose commands differ only where the header cannot
+/// see it share one: warning options dropped (they declare nothing, and
+/// clang does not check them against a precompiled header), a -D repeated
+/// with the same value dropped, and, unless KeepFolders, the project's own
+/// include folders (under Root) moved to Dropped: the header is built
+/// without them, and is used only where none holds a file that one of its
+/// includes names (see shadowsIncludes).
+std::vector<std::string> keyArguments(const CompileCommand &Command,
+                                      llvm::StringRef Root,
+                                      llvm::ArrayRef<std::string> Prefix,
+                                      bool KeepFolders,
+                                      std::vector<std::string> &Dropped) {
+  // A folder that holds a header of the prefix itself is where it is found.
+  auto HoldsPrefixHeader = [&](llvm::StringRef Folder) {
+    return llvm::any_of(Prefix, [&](const std::string &Header) {
+      llvm::SmallString<256> Path(Folder);
+      llvm::sys::path::append(Path,
+                              llvm::StringRef(Header).drop_front().drop_back());
+      return llvm::sys::fs::exists(Path);
+    });
+  };
+  std::vector<std::string> Arguments = headerArguments(Command);
+  std::vector<std::string> Kept;
+  std::set<std::string> Defined;
+  for (size_t I = 0; I < Arguments.size(); ++I) {
+    llvm::StringRef Arg = Arguments[I];
+    if (I == 0) {
+      Kept.push_back(Arg.str());
+      continue;
+    }
+    if (Arg == "-w" || (Arg.starts_with("-W") && !Arg.starts_with("-Wp,")))
+      continue;
+    // Joined or separate forms of -D, -U, -I and -iquote.
+    llvm::StringRef Value;
+    llvm::StringRef Flag;
+    for (llvm::StringRef Known : {"-D", "-U", "-I", "-iquote"})
+      if (Arg.starts_with(Known)) {
+        Flag = Known;
+        Value = Arg.drop_front(Known.size());
+        if (Value.empty() && I + 1 < Arguments.size())
+          Value = Arguments[++I];
+        break;
+      }
+    if (Flag.empty()) {
+      Kept.push_back(Arg.str());
+      continue;
+    }
+    if (Flag == "-U")
+      Defined.clear(); // What it undoes: a -D after it counts again.
+    if (Flag == "-D" && !Defined.insert(Value.str()).second)
+      continue;
+    if ((Flag == "-I" || Flag == "-iquote") && !KeepFolders && !Root.empty()) {
+      llvm::SmallString<256> Folder(Value);
+      llvm::sys::fs::make_absolute(Command.Directory, Folder);
+      llvm::sys::path::remove_dots(Folder, /*remove_dot_dot=*/true);
+      if (isPathUnder(Folder, Root) && !HoldsPrefixHeader(Folder)) {
+        Dropped.push_back(Folder.str().str());
+        continue;
+      }
+    }
+    Kept.push_back((Flag + Value).str());
+  }
+  return Kept;
+}
+
+/// The file of an entry listing the names its includes spell.
+constexpr llvm::StringLiteral SpelledNamesFile = "spelled";
+
+/// Whether one of Folders holds a file an include of the header KeyDir
+/// holds spells (`Folder/c10/core/Device.h`): with that folder on the
+/// include path the header could mean something else. True when the entry
+/// does not say.
+bool shadowsIncludes(llvm::StringRef KeyDir,
+                     llvm::ArrayRef<std::string> Folders) {
+  if (Folders.empty())
+    return false;
+  llvm::SmallString<256> Path(KeyDir);
+  llvm::sys::path::append(Path, SpelledNamesFile);
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Names =
+      llvm::MemoryBuffer::getFile(Path);
+  if (!Names)
+    return true;
+  llvm::SmallVector<llvm::StringRef> Lines;
+  (*Names)->getBuffer().split(Lines, '\n', -1, /*KeepEmpty=*/false);
+  for (const std::string &Folder : Folders)
+    for (llvm::StringRef Name : Lines) {
+      llvm::SmallString<256> Candidate(Folder);
+      llvm::sys::path::append(Candidate, Name);
+      if (llvm::sys::fs::exists(Candidate))
+        return true;
+    }
+  return false;
+}
+
 std::string HeaderCache::pchFor(const CompileCommand &Command,
                                 llvm::ArrayRef<std::string> Prefix) {
   if (Prefix.empty())
     return "";
-  std::vector<std::string> Arguments = headerArguments(Command);
+  std::vector<std::string> Dropped;
+  std::string Pch = pchFor(
+      Command, keyArguments(Command, Root, Prefix, false, Dropped), Prefix);
+  if (Dropped.empty() ||
+      (!Pch.empty() &&
+       !shadowsIncludes(llvm::sys::path::parent_path(Pch), Dropped)))
+    return Pch;
+  // A project folder holds a file one of its includes names (or the header
+  // could not be built without them): a header of the full command's own.
+  Dropped.clear();
+  return pchFor(Command, keyArguments(Command, Root, Prefix, true, Dropped),
+                Prefix);
+}
+
+std::string HeaderCache::pchFor(const CompileCommand &Command,
+                                const std::vector<std::string> &Arguments,
+                                llvm::ArrayRef<std::string> Prefix) {
   // The folder matters only to relative paths: units of one project built in
   // several folders share the header.
   auto KeyUnder = [&](llvm::StringRef KeyBase) {
@@ -450,14 +626,16 @@ std::string HeaderCache::pchFor(const CompileCommand &Command,
   // entry is another checkout's own, under a key of this folder's exact
   // paths, which no other base shares.
   if (std::optional<std::string> Pch =
-          pchUnder(KeyUnder(Base), Base, Command, Prefix))
+          pchUnder(KeyUnder(Base), Base, Command, Arguments, Prefix))
     return *Pch;
-  return pchUnder(KeyUnder("") + "-exact", "", Command, Prefix).value_or("");
+  return pchUnder(KeyUnder("") + "-exact", "", Command, Arguments, Prefix)
+      .value_or("");
 }
 
 std::optional<std::string>
 HeaderCache::pchUnder(llvm::StringRef Key, llvm::StringRef KeyBase,
                       const CompileCommand &Command,
+                      const std::vector<std::string> &Arguments,
                       llvm::ArrayRef<std::string> Prefix) {
   auto Found = Known.find(Key);
   if (Found != Known.end())
@@ -490,13 +668,14 @@ HeaderCache::pchUnder(llvm::StringRef Key, llvm::StringRef KeyBase,
   } else if (State == ManifestState::Holds && llvm::sys::fs::exists(Pch)) {
     Result = Pch.str().str();
     Events.push_back("hit " + Key.str());
+    markUsed(KeyDir);
   } else if (State == ManifestState::ProjectHeader) {
     // Known from an earlier run: not built again.
     Result = "";
     Events.push_back("refused " + Key.str());
   } else {
     FailureReason.clear();
-    Result = build(Command, Prefix, KeyDir, KeyBase);
+    Result = build(Command, Arguments, Prefix, KeyDir, KeyBase);
     Events.push_back(
         Result->empty()
             ? "none " + Key.str() +
@@ -513,11 +692,13 @@ HeaderCache::pchUnder(llvm::StringRef Key, llvm::StringRef KeyBase,
 }
 
 std::string HeaderCache::build(const CompileCommand &Command,
+                               std::vector<std::string> Arguments,
                                llvm::ArrayRef<std::string> Prefix,
                                llvm::StringRef KeyDir,
                                llvm::StringRef KeyBase) {
   if (llvm::sys::fs::create_directories(KeyDir))
     return "";
+  pruneGoneCheckouts(Dir);
   llvm::SmallString<256> Header(KeyDir), Pch(KeyDir), Manifest(KeyDir);
   llvm::sys::path::append(Header, "prefix.hpp");
   llvm::sys::path::append(Pch, "prefix.pch");
@@ -529,7 +710,6 @@ std::string HeaderCache::build(const CompileCommand &Command,
     return "";
 
   // FixedCompilationDatabase adds its own argv[0] and the file.
-  std::vector<std::string> Arguments = headerArguments(Command);
   Arguments.erase(Arguments.begin());
   // Without timestamps clang checks only sizes; the manifest checks contents.
   Arguments.insert(Arguments.end(),
@@ -613,8 +793,14 @@ std::string HeaderCache::build(const CompileCommand &Command,
     writeAtomically(Manifest, ManifestText);
     return "";
   }
+  std::string Spelled;
+  for (const std::string &Name : Dependencies->Spelled)
+    Spelled += Name + "\n";
+  llvm::SmallString<256> SpelledPath(KeyDir);
+  llvm::sys::path::append(SpelledPath, SpelledNamesFile);
   // The PCH first: a manifest never vouches for a PCH that is not there.
-  if (llvm::sys::fs::rename(Temp, Pch) ||
+  if (!writeAtomically(SpelledPath, Spelled) ||
+      llvm::sys::fs::rename(Temp, Pch) ||
       !writeAtomically(Manifest, ManifestText)) {
     llvm::sys::fs::remove(Temp);
     return "";

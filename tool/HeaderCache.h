@@ -51,11 +51,16 @@ private:
   /// The header under Key, whose paths are relative to KeyBase: built when
   /// missing or stale; nullopt when Key's entry was built under another
   /// base from files under it (the caller then uses a key of its own).
+  std::string pchFor(const clang::tooling::CompileCommand &Command,
+                     const std::vector<std::string> &Arguments,
+                     llvm::ArrayRef<std::string> Prefix);
   std::optional<std::string>
   pchUnder(llvm::StringRef Key, llvm::StringRef KeyBase,
            const clang::tooling::CompileCommand &Command,
+           const std::vector<std::string> &Arguments,
            llvm::ArrayRef<std::string> Prefix);
   std::string build(const clang::tooling::CompileCommand &Command,
+                    std::vector<std::string> Arguments,
                     llvm::ArrayRef<std::string> Prefix, llvm::StringRef KeyDir,
                     llvm::StringRef KeyBase);
 

@@ -354,16 +354,23 @@ std::vector<CompileCommand> atCxx20(std::vector<CompileCommand> Commands,
   return Commands;
 }
 
-/// Drops each finding whose Requires no finding of the whole run Provides
-/// (or whose negation, "!" + key, one does).
+/// Drops each finding one of whose Requires no finding of the whole run
+/// Provides (or whose negation, "!" + key, one does), and each finding one
+/// of whose Excludes some finding provides.
 void dropUnmetRequirements(FindingList &Findings) {
   llvm::StringSet<> Provided;
   for (const Finding &F : Findings)
     if (!F.Provides.empty())
       Provided.insert(F.Provides);
   llvm::erase_if(Findings, [&](const Finding &F) {
-    return !F.Requires.empty() && (!Provided.contains(F.Requires) ||
-                                   Provided.contains("!" + F.Requires));
+    return llvm::any_of(F.Requires,
+                        [&](const std::string &Key) {
+                          return !Provided.contains(Key) ||
+                                 Provided.contains("!" + Key);
+                        }) ||
+           llvm::any_of(F.Excludes, [&](const std::string &Key) {
+             return Provided.contains(Key);
+           });
   });
 }
 

@@ -152,12 +152,13 @@ struct Finding {
   /// Notes lint prints after the warning.
   std::vector<FindingNote> Notes;
   /// Whole-program facts, for edits one unit cannot decide alone: a finding
-  /// whose Requires is set is kept only when some finding of the run
-  /// Provides that key and none provides "!" + key (e.g. every loader of a
-  /// type becomes ddp's, so each spelling of that type in any unit is
-  /// respelled).
+  /// is kept only when, for each key it Requires, some finding of the run
+  /// Provides that key and none provides "!" + key, and no finding provides
+  /// a key it Excludes (e.g. every loader of a type becomes ddp's, so each
+  /// spelling of that type in any unit is respelled).
   std::string Provides;
-  std::string Requires;
+  std::vector<std::string> Requires;
+  std::vector<std::string> Excludes;
   /// Set when the range comes from a macro expansion: such code is reported,
   /// never rewritten.
   bool InMacro = false;

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-// Seeded at start-up: a note, no edit (before ddp::init).
+// Seeded at start-up, before ddp::init: seeded again in main right after it.
 static std::mt19937 global_rng(std::random_device{}());
 
 // A dataset that augments each sample with its own generator: per sample,
@@ -27,7 +27,8 @@ struct Noisy : torch::data::datasets::Dataset<Noisy> {
   torch::Tensor x_;
 };
 
-// A helper that does not train: its seed is not shared.
+// A helper called once per epoch: its seed is not shared (a collective per
+// call of a helper called in a loop could hang).
 std::vector<float> jitter(size_t n) {
   std::default_random_engine engine(static_cast<unsigned>(time(nullptr)));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -36,6 +37,31 @@ std::vector<float> jitter(size_t n) {
     e = u(engine);
   return v;
 }
+
+// A helper that makes the data, called once by main: every rank makes the
+// same data.
+torch::Tensor make_points(int64_t n) {
+  std::mt19937 gen(std::random_device{}());
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(n) * 4);
+  for (auto &v : values)
+    v = normal(gen);
+  return torch::tensor(values).view({n, 4});
+}
+
+// A dataset that makes its samples in its constructor, constructed once by
+// main: shared. Its get() draws nothing.
+struct Synthetic : torch::data::datasets::Dataset<Synthetic> {
+  explicit Synthetic(int64_t n) : x_(torch::empty({n, 4})) {
+    std::default_random_engine engine(static_cast<unsigned>(time(nullptr)));
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    for (int64_t i = 0; i < n; ++i)
+      x_[i].fill_(u(engine));
+  }
+  torch::data::Example<> get(size_t i) override { return {x_[i], x_[i]}; }
+  torch::optional<size_t> size() const override { return x_.size(0); }
+  torch::Tensor x_;
+};
 
 // A trainer whose constructor seeds the generator it shuffles with.
 class Trainer {
@@ -74,7 +100,8 @@ int main() {
   std::mt19937 fixed(42);
 
   const int64_t n = 64;
-  auto x = torch::randn({n, 4});
+  auto x = make_points(n);
+  Synthetic synthetic(16);
   auto y = torch::randn({n, 1});
   torch::nn::Linear model(4, 1);
   torch::optim::SGD opt(model->parameters(), 0.01);
@@ -83,6 +110,7 @@ int main() {
   std::iota(idx.begin(), idx.end(), 0);
   for (int epoch = 0; epoch < 2; ++epoch) {
     trainer.epoch(model, opt, x, y);
+    std::cout << jitter(3).size() << '\n';
     std::shuffle(idx.begin(), idx.end(), std::mt19937(std::random_device{}()));
     std::shuffle(idx.begin(), idx.end(), gen);
     auto perm = torch::from_blob(idx.data(), {n}, torch::kLong).clone();
@@ -97,7 +125,8 @@ int main() {
       opt.step();
     }
   }
-  std::cout << jitter(3).size() << fixed() << wide() << global_rng() << '\n';
+  std::cout << fixed() << wide() << global_rng() << synthetic.size().value()
+            << '\n';
   Noisy data(x);
   std::cout << data.get(0).data.sum().item<float>() << '\n';
 }

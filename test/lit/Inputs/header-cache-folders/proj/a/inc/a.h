@@ -1,0 +1,2 @@
+#pragma once
+inline int helper_a() { return 3; }

@@ -1,0 +1,2 @@
+#pragma once
+inline int helper_b() { return 4; }
