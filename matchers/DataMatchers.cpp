@@ -315,6 +315,29 @@ std::string evaluatesThroughKey(llvm::StringRef Parameter) {
   return "ddp-loader-parameter-evaluates:" + Parameter.str();
 }
 
+/// The messages of a loader call's edit and of its report item, with why.
+std::string evenShardsMessage(llvm::StringRef Why) {
+  return ("data loader without a distributed sampler: every rank would "
+          "train on the whole dataset; use 'ddp::make_data_loader' (even "
+          "shards: " +
+          Why + ")")
+      .str();
+}
+std::string exactShardsMessage(llvm::StringRef Why) {
+  return ("data loader without a distributed sampler: every rank would "
+          "evaluate the whole dataset; use 'ddp::make_eval_data_loader' "
+          "(exact shards: " +
+          Why + ")")
+      .str();
+}
+std::string unknownUseReason(llvm::StringRef Why) {
+  return ("whether this loader's batches reach backward() is not known (" +
+          Why +
+          "): sharded evenly (padded, a few samples seen twice); if it only "
+          "evaluates, use ddp::make_eval_data_loader for exact metrics")
+      .str();
+}
+
 /// Every non-dependent spelling of `torch::data::StatelessDataLoader<...>`
 /// in the declarations it traverses (patterns, not instantiations): the
 /// range a respelling replaces and the spelled type.
@@ -675,19 +698,10 @@ private:
     if (!Use.Backward && !Use.Unknown && !Use.Iterated)
       Use.unknown("it is never iterated here");
     F.NewName = Even ? "ddp::make_data_loader" : "ddp::make_eval_data_loader";
-    if (Even)
-      F.Message = "data loader without a distributed sampler: every rank "
-                  "would train on the whole dataset; use "
-                  "'ddp::make_data_loader' (even shards: " +
-                  std::string(Use.Backward ? "its batches reach backward()"
-                                           : "where its batches go is not "
-                                             "known") +
-                  ")";
-    else
-      F.Message = "data loader without a distributed sampler: every rank "
-                  "would evaluate the whole dataset; use "
-                  "'ddp::make_eval_data_loader' (exact shards: its batches "
-                  "never reach backward())";
+    F.Message = !Even ? exactShardsMessage("its batches never reach backward()")
+                : Use.Backward
+                    ? evenShardsMessage("its batches reach backward()")
+                    : evenShardsMessage("where its batches go is not known");
     Finding Item = F;
     Findings.push_back(std::move(F));
     Item.Form = FindingForm::ReportOnly;
@@ -710,11 +724,7 @@ private:
       return;
     }
     report(std::move(Item), "loader-use-unknown",
-           "whether this loader's batches reach backward() is not known (" +
-               Use.UnknownWhy +
-               "): sharded evenly (padded, a few samples seen twice); if it "
-               "only evaluates, use ddp::make_eval_data_loader for exact "
-               "metrics");
+           unknownUseReason(Use.UnknownWhy));
   }
 
   /// A loader whose fate the units that define the functions it is passed
@@ -722,54 +732,44 @@ private:
   /// each only evaluates it, else even with the report item. One edit per
   /// alternative, each kept by what the other units provide.
   void decideInOtherUnits(Finding F, const LoaderUse &Use) {
-    Finding Even = F;
-    Even.NewName = "ddp::make_data_loader";
     std::vector<std::string> Trains, Evaluates;
     for (const std::string &Key : Use.Deferred) {
       Trains.push_back(trainsThroughKey(Key));
       Evaluates.push_back(evaluatesThroughKey(Key));
     }
-    // Adjacent alternatives at one spot: the run keeps the first of each
-    // kind that holds.
-    Even.Message = "data loader without a distributed sampler: every rank "
-                   "would train on the whole dataset; use "
-                   "'ddp::make_data_loader' (even shards: its batches reach "
-                   "backward() in a function of another unit)";
-    for (const std::string &Trained : Trains) {
-      Finding Edit = Even;
-      Edit.Requires = {Trained};
+    // Alternatives at one spot, adjacent: the run keeps the first of each
+    // kind whose facts hold.
+    auto Alternative = [&](llvm::StringRef NewName, std::string Message,
+                           std::vector<std::string> Requires,
+                           std::vector<std::string> Excludes) {
+      Finding Edit = F;
+      Edit.NewName = NewName.str();
+      Edit.Message = std::move(Message);
+      Edit.Requires = std::move(Requires);
+      Edit.Excludes = std::move(Excludes);
       Findings.push_back(std::move(Edit));
-    }
-    Even.Message = "data loader without a distributed sampler: every rank "
-                   "would train on the whole dataset; use "
-                   "'ddp::make_data_loader' (even shards: where its batches "
-                   "go is not known)";
-    for (const std::string &Evaluated : Evaluates) {
-      Finding Edit = Even;
-      Edit.Excludes = {Evaluated};
-      Findings.push_back(std::move(Edit));
-    }
-    Finding Exact = F;
-    Exact.NewName = "ddp::make_eval_data_loader";
-    Exact.Message = "data loader without a distributed sampler: every rank "
-                    "would evaluate the whole dataset; use "
-                    "'ddp::make_eval_data_loader' (exact shards: its batches "
-                    "never reach backward(), here or in the functions of "
-                    "other units it is passed to)";
-    Exact.Requires = Evaluates;
-    Findings.push_back(std::move(Exact));
+    };
+    for (const std::string &Trained : Trains)
+      Alternative("ddp::make_data_loader",
+                  evenShardsMessage("its batches reach backward() in a "
+                                    "function of another unit"),
+                  {Trained}, {});
+    for (const std::string &Evaluated : Evaluates)
+      Alternative("ddp::make_data_loader",
+                  evenShardsMessage("where its batches go is not known"), {},
+                  {Evaluated});
+    Alternative("ddp::make_eval_data_loader",
+                exactShardsMessage("its batches never reach backward(), here "
+                                   "or in the functions of other units it is "
+                                   "passed to"),
+                Evaluates, {});
     for (const std::string &Evaluated : Evaluates) {
       Finding Item = F;
       Item.NewName.clear();
       Item.Excludes = Trains;
       Item.Excludes.push_back(Evaluated);
       report(std::move(Item), "loader-use-unknown",
-             "whether this loader's batches reach backward() is not known "
-             "(" +
-                 Use.UnknownWhy +
-                 "): sharded evenly (padded, a few samples seen twice); if "
-                 "it only evaluates, use ddp::make_eval_data_loader for "
-                 "exact metrics");
+             unknownUseReason(Use.UnknownWhy));
     }
   }
 

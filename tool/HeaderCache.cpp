@@ -466,8 +466,10 @@ static void markUsed(llvm::StringRef KeyDir) {
   llvm::sys::Process::SafelyCloseFileDescriptor(FD);
 }
 
-/// Removes the entries of checkouts this machine does not have that no run
-/// used for a week: a fresh clone's, once deleted, would otherwise stay.
+/// Removes the entries built from the files of a checkout this machine does
+/// not have that no run used for a week: a fresh clone's, once deleted,
+/// would otherwise stay. An entry that lists no file of its checkout is
+/// anyone's (LibTorch's headers only) and stays.
 static void pruneGoneCheckouts(llvm::StringRef Dir) {
   std::error_code EC;
   auto WeekAgo = std::chrono::system_clock::now() - std::chrono::hours(24 * 7);
@@ -480,10 +482,12 @@ static void pruneGoneCheckouts(llvm::StringRef Dir) {
         llvm::MemoryBuffer::getFile(Manifest);
     if (!Text)
       continue;
-    llvm::StringRef Base =
-        (*Text)->getBuffer().split('\n').second.split('\n').first;
+    auto [First, Rest] = (*Text)->getBuffer().split('\n');
+    auto [BaseLine, Files] = Rest.split('\n');
+    llvm::StringRef Base = BaseLine;
     if (!Base.consume_front("base") || Base.trim().empty() ||
-        llvm::sys::fs::is_directory(Base.trim()))
+        llvm::sys::fs::is_directory(Base.trim()) ||
+        !Files.contains((" " + Base.trim() + "/").str()))
       continue;
     llvm::sys::fs::file_status Status;
     if (llvm::sys::fs::status(Lock, Status) ||
@@ -676,6 +680,7 @@ HeaderCache::pchUnder(llvm::StringRef Key, llvm::StringRef KeyBase,
   } else {
     FailureReason.clear();
     Result = build(Command, Arguments, Prefix, KeyDir, KeyBase);
+    markUsed(KeyDir);
     Events.push_back(
         Result->empty()
             ? "none " + Key.str() +
