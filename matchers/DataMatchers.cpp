@@ -279,12 +279,19 @@ private:
 
 /// The key of a loader type among the whole program's facts (Finding's
 /// Provides and Requires): its canonical spelling, the same in every unit.
-std::string loaderTypeKey(QualType Type, const ASTContext &Context) {
+/// A type's fully qualified spelling: for a canonical type, the same in
+/// every unit.
+std::string qualifiedSpelling(QualType Type, const ASTContext &Context) {
   PrintingPolicy Policy(Context.getLangOpts());
   Policy.FullyQualifiedName = true;
   Policy.SuppressScope = false;
+  return Type.getAsString(Policy);
+}
+
+std::string loaderTypeKey(QualType Type, const ASTContext &Context) {
   return "ddp-loader-type:" +
-         Type.getCanonicalType().getUnqualifiedType().getAsString(Policy);
+         qualifiedSpelling(Type.getCanonicalType().getUnqualifiedType(),
+                           Context);
 }
 
 /// The key of a function's parameter among the whole program's facts: the
@@ -292,12 +299,10 @@ std::string loaderTypeKey(QualType Type, const ASTContext &Context) {
 /// unit that defines it and in each unit that calls it.
 std::string parameterKey(const FunctionDecl *Function, unsigned Index,
                          const ASTContext &Context) {
-  PrintingPolicy Policy(Context.getLangOpts());
-  Policy.FullyQualifiedName = true;
-  Policy.SuppressScope = false;
   std::string Key = Function->getQualifiedNameAsString() + "(";
   for (const ParmVarDecl *Param : Function->parameters())
-    Key += Param->getType().getCanonicalType().getAsString(Policy) + ",";
+    Key +=
+        qualifiedSpelling(Param->getType().getCanonicalType(), Context) + ",";
   if (const auto *Method = dyn_cast<CXXMethodDecl>(Function))
     Key += Method->isConst() ? ") const#" : ")#";
   else
@@ -338,9 +343,10 @@ std::string unknownUseReason(llvm::StringRef Why) {
       .str();
 }
 
-/// Every non-dependent spelling of `torch::data::StatelessDataLoader<...>`
-/// in the declarations it traverses (patterns, not instantiations): the
-/// range a respelling replaces and the spelled type.
+/// In the declarations it traverses (patterns, not instantiations): every
+/// non-dependent spelling of `torch::data::StatelessDataLoader<...>` (the
+/// range a respelling replaces and the spelled type), and every function
+/// defined there (whose loader parameters the unit gives facts of).
 class AllLoaderSpellings : public RecursiveASTVisitor<AllLoaderSpellings> {
 public:
   bool VisitElaboratedTypeLoc(ElaboratedTypeLoc Type) {
@@ -350,8 +356,15 @@ public:
       Found.push_back({loaderNameRange(Type, Spec), Spec.getType()});
     return true;
   }
+  bool VisitFunctionDecl(FunctionDecl *Function) {
+    if (Function->doesThisDeclarationHaveABody() &&
+        !Function->isDependentContext() && !Function->isTemplateInstantiation())
+      Definitions.push_back(Function);
+    return true;
+  }
 
   std::vector<std::pair<SourceRange, QualType>> Found;
+  std::vector<const FunctionDecl *> Definitions;
 };
 
 /// The expressions of the project's code that name Target (a function or a
@@ -458,29 +471,15 @@ public:
                      "'ddp::DistributedDataLoader' (same template arguments)";
       Findings.push_back(std::move(Edit));
     }
-    provideParameterFacts();
+    provideParameterFacts(Visitor.Definitions);
     Context = nullptr;
   }
 
   /// For each function of the project defined in this unit that takes a
   /// loader of torch's type: whether its batches reach backward() there, or
   /// are only evaluated, for the units whose loaders are passed to it.
-  void provideParameterFacts() {
-    class Definitions : public RecursiveASTVisitor<Definitions> {
-    public:
-      bool VisitFunctionDecl(FunctionDecl *Function) {
-        if (Function->doesThisDeclarationHaveABody() &&
-            !Function->isDependentContext() &&
-            !Function->isTemplateInstantiation())
-          Found.push_back(Function);
-        return true;
-      }
-      std::vector<const FunctionDecl *> Found;
-    } Visitor;
-    for (Decl *TopLevel : Context->getTranslationUnitDecl()->decls())
-      if (isOurs(TopLevel->getLocation()))
-        Visitor.TraverseDecl(TopLevel);
-    for (const FunctionDecl *Function : Visitor.Found)
+  void provideParameterFacts(llvm::ArrayRef<const FunctionDecl *> Definitions) {
+    for (const FunctionDecl *Function : Definitions)
       for (unsigned I = 0; I < Function->getNumParams(); ++I) {
         const ParmVarDecl *Param = Function->getParamDecl(I);
         QualType Type = Param->getType().getNonReferenceType();
@@ -1210,13 +1209,7 @@ private:
         !Callee->isDependentContext() && Index < Callee->getNumParams()) {
       // Defined in another unit of the project: that unit says what the
       // parameter does with the loader (onEndOfTranslationUnit).
-      for (const FunctionDecl *Declaration : Callee->redecls())
-        if (Index < Declaration->getNumParams()) {
-          const ParmVarDecl *Param = Declaration->getParamDecl(Index);
-          noteWrittenType(
-              Param->getTypeSourceInfo(),
-              "parameter '" + Param->getNameAsString() + "' of " + Name, Use);
-        }
+      noteParameterTypes(Callee, Index, Name, Use);
       Use.deferred(parameterKey(Callee, Index, *Context),
                    "it is passed to " + Name +
                        ", whose body is in a unit of the project not "
@@ -1242,19 +1235,25 @@ private:
     if (const FunctionDecl *Pattern =
             Definition->getTemplateInstantiationPattern())
       Written = Pattern;
-    for (const FunctionDecl *Declaration : Written->redecls())
-      if (Index < Declaration->getNumParams()) {
-        const ParmVarDecl *Param = Declaration->getParamDecl(Index);
-        noteWrittenType(
-            Param->getTypeSourceInfo(),
-            "parameter '" + Param->getNameAsString() + "' of " + Name, Use);
-      }
+    noteParameterTypes(Written, Index, Name, Use);
     const ParmVarDecl *Param = Definition->getParamDecl(Index);
     LoaderUse Inner = useOfVariable(Param, Hops + 1);
     if (!Inner.Iterated && !Inner.Unknown)
       Inner.unknown("it is passed to " + Name + ", which does not iterate it");
     Use.merge(Inner);
     return Use;
+  }
+
+  /// The written type of Function's parameter Index, in every declaration.
+  void noteParameterTypes(const FunctionDecl *Function, unsigned Index,
+                          const std::string &Name, LoaderUse &Use) {
+    for (const FunctionDecl *Declaration : Function->redecls())
+      if (Index < Declaration->getNumParams()) {
+        const ParmVarDecl *Param = Declaration->getParamDecl(Index);
+        noteWrittenType(
+            Param->getTypeSourceInfo(),
+            "parameter '" + Param->getNameAsString() + "' of " + Name, Use);
+      }
   }
 
   /// The record a loader type names (through a unique_ptr).

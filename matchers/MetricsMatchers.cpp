@@ -18,6 +18,7 @@
 #include "ddpify/MetricsMatchers.h"
 #include "ddpify/HandBatchMatchers.h"
 #include "ddpify/MatcherUtil.h"
+#include "ddpify/Work.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMap.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
@@ -434,10 +435,8 @@ private:
     if (!S)
       return;
     if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
-      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl())) {
-        Uses[Var].push_back(Ref->getLocation());
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
         References[Var].push_back(Ref);
-      }
     // Plain assignments, which start a sum afresh (a reset).
     if (const auto *Assign = dyn_cast<BinaryOperator>(S)) {
       if (Assign->getOpcode() == BO_Assign)
@@ -511,8 +510,8 @@ private:
   }
 
   bool readAfter(const VarDecl *Var, const Stmt *Loop) {
-    for (SourceLocation Use : Uses[Var])
-      if (SM.isBeforeInTranslationUnit(Loop->getEndLoc(), Use))
+    for (const DeclRefExpr *Ref : References[Var])
+      if (SM.isBeforeInTranslationUnit(Loop->getEndLoc(), Ref->getLocation()))
         return true;
     return false;
   }
@@ -571,24 +570,15 @@ private:
       }
       if (const auto *Shift = dyn_cast_or_null<CXXOperatorCallExpr>(Parent))
         if (Shift->getOperator() == OO_LessLess && Shift->getNumArgs() == 2 &&
-            Shift->getArg(1) == Child && isOutputStream(Shift->getArg(0)))
+            Shift->getArg(1) == Child && isStreamChain(Shift->getArg(0)))
           continue;
       if (const auto *Call = dyn_cast_or_null<CallExpr>(Parent))
-        if (const FunctionDecl *Callee = Call->getDirectCallee())
-          if (Callee->getIdentifier() &&
-              llvm::is_contained({"printf", "fprintf", "snprintf", "sprintf"},
-                                 Callee->getName()) &&
-              Call->getNumArgs() > 0 && Call->getArg(0) != Child)
-            continue;
+        if (isOutputStatement(Call) && Call->getNumArgs() > 0 &&
+            Call->getArg(0) != Child)
+          continue;
       return false;
     }
     return Any;
-  }
-
-  static bool isOutputStream(const Expr *E) {
-    QualType T = E->getType().getNonReferenceType();
-    const CXXRecordDecl *Record = T->getAsCXXRecordDecl();
-    return Record && derivesFrom(Record, {"std::basic_ostream"});
   }
 
   /// The enclosing loop over whose iterations Var's sum would carry on (the
@@ -737,7 +727,6 @@ private:
   Stmt *Body;
   ParentMap Parents;
   TrainingOracle Oracle;
-  llvm::DenseMap<const VarDecl *, std::vector<SourceLocation>> Uses;
   llvm::DenseMap<const VarDecl *, std::vector<const DeclRefExpr *>> References;
   llvm::DenseMap<const VarDecl *, std::vector<SourceLocation>> Resets;
 };
