@@ -55,7 +55,9 @@ torch2_prefix=$(bash "$root/scripts/install-torch2.sh")
 echo "test.sh: LibTorch $(bash "$root/scripts/install-torch2.sh" --version) at" \
   "$torch2_prefix ($(($(date +%s) - start)) s)"
 
+start=$(date +%s)
 bash "$root/scripts/build.sh"
+echo "test.sh: LibTorch 1.13 build (tool, runtime) in $(($(date +%s) - start)) s"
 # The first build learns where the second LibTorch and its build are (lit.torch2).
 cmake "$build" -DDDPIFY_TORCH2_PREFIX="$torch2_prefix" \
   -DDDPIFY_TORCH2_BUILD_DIR="$torch2_build" >/dev/null

@@ -29,6 +29,7 @@ import argparse
 import concurrent.futures
 import difflib
 import filecmp
+import hashlib
 import os
 import re
 import shlex
@@ -342,6 +343,81 @@ def add_pch_cache_argument(parser):
                         "(pch_launcher.py); none when not given")
 
 
+def add_platform_cache_argument(parser):
+    parser.add_argument("--platform-cache", help="folder where the first "
+                        "configure of a test project leaves CMake's "
+                        "identification of the compilers for the others "
+                        "(configure()); none when not given")
+
+
+def _platform_key(cmake_command):
+    """What CMake's identification of the compilers depends on here: CMake's
+    version, the compilers the environment names or PATH finds, and the CUDA
+    compiler a CUDA LibTorch enables (with their sizes and times)."""
+    parts = [subprocess.run(["cmake", "--version"], capture_output=True,
+                            text=True).stdout.split("\n")[0]]
+    for name, default in (("CXX", "c++"), ("CC", "cc"),
+                          ("CUDACXX", "/usr/local/cuda/bin/nvcc")):
+        program = shutil.which(os.environ.get(name, default)) or ""
+        if program:
+            real = os.path.realpath(program)
+            stat = os.stat(real)
+            program = f"{program}={real}:{stat.st_size}:{int(stat.st_mtime)}"
+        parts.append(f"{name}={program}")
+    # -D options that choose a compiler or a toolchain change the answer.
+    parts += [a for a in cmake_command
+              if re.match(r"-D(CMAKE_\w*(COMPILER|TOOLCHAIN)\w*)[:=]", a)]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def configure(args, cmake_command, build_dir, **run_args):
+    """Runs `cmake -S ... -B build_dir ...` (cmake_command) as run() does.
+    With --platform-cache, the build folder starts with CMake's
+    identification of the compilers that the first configure here made
+    (CMakeFiles/<version>/CMake<LANG>Compiler.cmake and its neighbours):
+    what CMake reads on a second configure of one build folder instead of
+    compiling its probe programs again. Identifying nvcc, which a CUDA
+    LibTorch's TorchConfig enables, is most of such a project's configure
+    (about 4 of 5 s on these machines); the test is about the project's
+    build, not CMake's probe of the compilers, which the first configure
+    still makes and checks."""
+    cache = getattr(args, "platform_cache", None)
+    if not cache:
+        return run(cmake_command, **run_args)
+    template = os.path.join(os.path.abspath(cache),
+                            _platform_key(cmake_command))
+    seeded = False
+    if os.path.isdir(template):
+        for version in os.listdir(template):
+            target = os.path.join(build_dir, "CMakeFiles", version)
+            if not os.path.exists(target):
+                shutil.copytree(os.path.join(template, version), target)
+                seeded = True
+    command = list(cmake_command)
+    if seeded:
+        # A cache without this entry makes CMake ignore the files.
+        command.append("-DCMAKE_PLATFORM_INFO_INITIALIZED:INTERNAL=1")
+    code, out, err = run(command, **run_args)
+    if code == 0 and not seeded and not os.path.isdir(template):
+        files = os.path.join(build_dir, "CMakeFiles")
+        versions = [v for v in os.listdir(files) if re.match(r"\d+\.\d+", v)
+                    and os.path.isdir(os.path.join(files, v))]
+        staging = f"{template}.{os.getpid()}"
+        try:
+            for version in versions:
+                shutil.copytree(
+                    os.path.join(files, version),
+                    os.path.join(staging, version),
+                    ignore=lambda d, names: [n for n in names
+                                             if n.startswith("CompilerId")])
+            os.makedirs(os.path.dirname(template), exist_ok=True)
+            os.rename(staging, template)
+        except OSError:
+            # Another test's configure got there first.
+            shutil.rmtree(staging, ignore_errors=True)
+    return code, out, err
+
+
 def launcher_args(args):
     """CMake arguments that compile through pch_launcher.py. Under ccache
     (test.sh's CMAKE_CXX_COMPILER_LAUNCHER) the launcher is ccache's prefix
@@ -427,6 +503,7 @@ def main():
     parser.add_argument("--torchrun", help="command line of a torchrun to "
                         "run the migrated program under as well")
     add_pch_cache_argument(parser)
+    add_platform_cache_argument(parser)
     args = parser.parse_args()
 
     name = args.example
@@ -450,10 +527,10 @@ def main():
         return 1 if checks.failed() else 0
 
     # 1. The original's compilation database.
-    code, out, err = run(["cmake", "-S", src, "-B", orig_build, "-G",
-                          args.generator, "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
-                          *torch_args(args), *launcher_args(args)],
-                         timeout=BUILD_TIMEOUT_S,
+    code, out, err = configure(args, [
+        "cmake", "-S", src, "-B", orig_build, "-G", args.generator,
+        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", *torch_args(args),
+        *launcher_args(args)], orig_build, timeout=BUILD_TIMEOUT_S,
                          log=os.path.join(logs, "configure-original.log"))
     if not checks.record("configure-original", code == 0, tail(out + err)):
         return summary_exit()
@@ -527,13 +604,13 @@ def main():
     # 4. The migrated tree, configured as a user's build would be
     # (find_package(ddpify) through CMAKE_PREFIX_PATH), with the test's hash
     # hook linked in without a word in its sources.
-    code, out, err = run([
+    code, out, err = configure(args, [
         "cmake", "-S", migrated, "-B", mig_build, "-G", args.generator,
         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
         *torch_args(args, args.build_dir), *launcher_args(args),
         f"-DCMAKE_PROJECT_INCLUDE={os.path.join(here, 'link_hook.cmake')}",
         f"-DDDPIFY_E2E_HOOK_OBJECT={os.path.abspath(args.hook_object)}"],
-        timeout=BUILD_TIMEOUT_S,
+        mig_build, timeout=BUILD_TIMEOUT_S,
         log=os.path.join(logs, "configure-migrated.log"))
     if not checks.record("configure-migrated", code == 0, tail(out + err)):
         return summary_exit()

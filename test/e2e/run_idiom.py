@@ -310,6 +310,25 @@ IDIOMS = {
                 r"for \(const auto ddp_start : ddp::batch_starts\(start, n, "
                 r"batch\)\) \{\n *start = ddp_start;",
                 r"sum = ddp::all_reduce\(sum\);"]}),
+    # Loaders made in main.cpp and iterated in loops.cpp (a training pass
+    # returning its summed loss, an evaluation returning total / seen over a
+    # sequential loader of 200 samples: exact shards), a fine-tuning loop
+    # that counts its optimizer steps and prints the count (each rank's, as
+    # one process at the global batch counts them), and a pass whose batches
+    # are cut by hand from a shuffled index list by iterator offsets
+    # (`order.begin() + i`).
+    "loaders_across_units": dict(
+        exe="fit_units", args=lambda b, i: [str(b)], models=1,
+        files=["fit_units.pt"],
+        edited={
+            "loops.h": [r"using TrainLoader =\n\s+ddp::DistributedDataLoader<",
+                        r"using EvalLoader =\n\s+ddp::DistributedDataLoader<"],
+            "loops.cpp": [r"sum = ddp::all_reduce\(sum\);\n\s+return sum;",
+                          r"seen = ddp::all_reduce\(seen\);"],
+            "main.cpp": [r"ddp::make_eval_data_loader<",
+                         r"for \(int64_t i : ddp::batch_starts\(0, n, "
+                         r"batch_size\)\)",
+                         r"<< \"fine_tune steps \" << steps"]}),
     "models_across_units": dict(
         exe="ensemble", args=lambda b, i: [str(b)], models=4,
         edited={
@@ -473,6 +492,7 @@ def main():
     parser.add_argument("--torch-dir", help="the LibTorch (TorchConfig.cmake "
                         "folder) both programs are built against")
     rx.add_pch_cache_argument(parser)
+    rx.add_platform_cache_argument(parser)
     args = parser.parse_args()
 
     name = args.idiom
@@ -508,12 +528,11 @@ def main():
         return 1 if checks.failed() else 0
 
     # 1. Configure the original (not built), migrate it.
-    code, out, err = rx.run(["cmake", "-S", src, "-B", orig_build, "-G",
-                             args.generator,
-                             "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
-                             *rx.torch_args(args)],
-                            timeout=rx.BUILD_TIMEOUT_S,
-                            log=os.path.join(logs, "configure-original.log"))
+    code, out, err = rx.configure(
+        args, ["cmake", "-S", src, "-B", orig_build, "-G", args.generator,
+               "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", *rx.torch_args(args)],
+        orig_build, timeout=rx.BUILD_TIMEOUT_S,
+        log=os.path.join(logs, "configure-original.log"))
     if not checks.record("configure-original", code == 0, rx.tail(out + err)):
         return summary_exit()
     if spec["database"]:
@@ -563,13 +582,13 @@ def main():
         return summary_exit()
 
     # 2. Build the migrated tree; migrate it again.
-    code, out, err = rx.run([
+    code, out, err = rx.configure(args, [
         "cmake", "-S", migrated, "-B", mig_build, "-G", args.generator,
         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
         *rx.torch_args(args, args.build_dir), *rx.launcher_args(args),
         f"-DCMAKE_PROJECT_INCLUDE={os.path.join(HERE, 'link_hook.cmake')}",
         f"-DDDPIFY_E2E_HOOK_OBJECT={os.path.abspath(args.hook_object)}"],
-        env=env, timeout=rx.BUILD_TIMEOUT_S,
+        mig_build, env=env, timeout=rx.BUILD_TIMEOUT_S,
         log=os.path.join(logs, "configure-migrated.log"))
     if not checks.record("configure-migrated", code == 0, rx.tail(out + err)):
         return summary_exit()
@@ -609,11 +628,11 @@ def main():
         tree = os.path.join(work, "in-place")
         tree_build = os.path.join(work, "in-place-build")
         rx.copy_tree(src, tree)
-        code, out, err = rx.run(
-            ["cmake", "-S", tree, "-B", tree_build, "-G", args.generator,
-             "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
-             f"-DCMAKE_PREFIX_PATH={os.path.abspath(args.build_dir)}"],
-            env=env, timeout=rx.BUILD_TIMEOUT_S,
+        code, out, err = rx.configure(
+            args, ["cmake", "-S", tree, "-B", tree_build, "-G",
+                   args.generator, "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+                   f"-DCMAKE_PREFIX_PATH={os.path.abspath(args.build_dir)}"],
+            tree_build, env=env, timeout=rx.BUILD_TIMEOUT_S,
             log=os.path.join(logs, "configure-in-place.log"))
         if not checks.record("configure-in-place", code == 0,
                              rx.tail(out + err)):
