@@ -2,6 +2,7 @@
 
 #include <ddp/distributed.h>
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -16,9 +17,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 extern char** environ;
@@ -49,6 +52,66 @@ void remove_dirs() {
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
   }
+}
+
+/// Whether this process has one thread: only then may it fork a worker
+/// (a child of a process with other threads inherits locks those threads
+/// held, and an OpenMP pool it cannot use).
+bool single_threaded() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) {
+      return std::atoi(line.c_str() + 8) == 1;
+    }
+  }
+  return false;
+}
+
+/// A worker forked from the test process: LibTorch is loaded and its
+/// operators registered already, which is most of a worker's CPU time when
+/// it re-executes the test binary instead (about 0.9 s of CPU each, tens of
+/// workers per suite). Only where the parent is as a fresh worker would be:
+/// one thread, no process group (DDP_TEST_SPAWN=exec forces the exec).
+bool fork_workers() {
+  const char* spawn = std::getenv("DDP_TEST_SPAWN");
+  if (spawn && std::string(spawn) == "exec") {
+    return false;
+  }
+  return !ddp::is_initialized() && single_threaded();
+}
+
+/// In a forked worker: the environment the exec'd worker would get, then
+/// the body; never returns. Its exit status is the test's verdict here, as
+/// gtest's is in an exec'd worker.
+[[noreturn]] void run_forked_worker(std::vector<std::string>& env,
+                                    const std::function<void()>& body,
+                                    const RankOptions& options) {
+  ::clearenv();
+  for (auto& entry : env) {
+    ::putenv(entry.data());
+  }
+  // What OMP_NUM_THREADS sets in a process that starts with it.
+  if (const char* threads = std::getenv("OMP_NUM_THREADS")) {
+    torch::set_num_threads(std::max(1, std::atoi(threads)));
+  }
+  // The parent's folders are the parent's to remove.
+  dirs_to_remove().clear();
+  int status = 0;
+  try {
+    if (options.init) {
+      ddp::init();
+    }
+    body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "worker: uncaught exception: %s\n", e.what());
+    status = 1;
+  }
+  if (::testing::Test::HasFailure()) {
+    status = 1;
+  }
+  std::fflush(nullptr);
+  std::exit(status);
 }
 
 } // namespace
@@ -97,6 +160,7 @@ std::vector<int> run_ranks_status(int world_size,
   const std::string filter = "--gtest_filter=" + current_test_filter();
 
   std::vector<pid_t> pids;
+  const bool forked = fork_workers();
   for (int rank = 0; rank < world_size; ++rank) {
     std::vector<std::string> env_strings;
     for (char** e = environ; *e; ++e) {
@@ -141,6 +205,19 @@ std::vector<int> run_ranks_status(int world_size,
       if (!overridden) {
         deduped.push_back(env_strings[i]);
       }
+    }
+    if (forked) {
+      std::fflush(nullptr);
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        run_forked_worker(deduped, body, options);
+      }
+      if (pid < 0) {
+        ADD_FAILURE() << "cannot fork worker " << rank;
+        continue;
+      }
+      pids.push_back(pid);
+      continue;
     }
     std::vector<char*> envp;
     for (auto& s : deduped) {

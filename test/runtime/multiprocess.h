@@ -1,9 +1,12 @@
 #pragma once
 
 // Multi-process test harness: a test body runs in N ranks on Gloo over
-// loopback. The test binary re-executes itself once per rank, filtered to the
-// calling test, with the launcher environment set (RANK, WORLD_SIZE,
-// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free MASTER_PORT).
+// loopback, each rank a process with the launcher environment set (RANK,
+// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free
+// MASTER_PORT). Where the test process has one thread and no process group,
+// it forks the ranks (LibTorch is loaded and initialized already: about
+// 0.9 s of CPU a rank); else, or with DDP_TEST_SPAWN=exec, the test binary
+// re-executes itself once per rank, filtered to the calling test.
 // In the workers, ddp::init() runs before the body; gtest assertions that fail
 // there make the worker exit non-zero, which fails the test in the parent.
 
