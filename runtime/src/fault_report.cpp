@@ -2,6 +2,8 @@
 
 #include "fault_report.h"
 
+#include <signal.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -135,6 +137,18 @@ void record_failure(const std::string& message, FailureKind kind) {
 void install_fault_handler(int rank, int world_size) {
   g_rank = rank;
   g_world_size = world_size;
+  // A peer that ends closes its connections; a write to one then raises
+  // SIGPIPE, whose default ends this rank with no word. Ignored (where the
+  // program left the default, as Python does), the write fails and the
+  // collective throws, naming the rank and the operation.
+  struct sigaction current{};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 &&
+      current.sa_handler == SIG_DFL) {
+    struct sigaction ignore{};
+    ignore.sa_handler = SIG_IGN;
+    ::sigemptyset(&ignore.sa_mask);
+    ::sigaction(SIGPIPE, &ignore, nullptr);
+  }
   std::terminate_handler previous = std::set_terminate(on_terminate);
   if (previous != on_terminate) {
     g_previous = previous;

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <signal.h>
+
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -227,6 +229,27 @@ TEST(InitFailure, DeadPeerMakesCollectivesThrow) {
   text << in.rdbuf();
   EXPECT_TRUE(contains(text.str(), "ddp::all_reduce failed on rank 0 of 2"))
       << text.str();
+}
+
+// A write to a dead peer's connection fails instead of ending the rank by
+// SIGPIPE (whose default kills it with no word): init ignores the signal
+// where the program left the default, and keeps a handler of its own.
+TEST(InitFailure, IgnoresSigpipeLeftAtItsDefault) {
+  ddp_test::RankOptions options;
+  options.init = false;
+  ddp_test::run_ranks(
+      2,
+      [] {
+        struct sigaction action{};
+        action.sa_handler = SIG_DFL;
+        ::sigemptyset(&action.sa_mask);
+        ASSERT_EQ(::sigaction(SIGPIPE, &action, nullptr), 0);
+        ddp::init();
+        struct sigaction now{};
+        ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &now), 0);
+        EXPECT_EQ(now.sa_handler, SIG_IGN);
+      },
+      options);
 }
 
 // A peer that is alive but never joins the collective: the timeout ends it.
