@@ -1,6 +1,7 @@
 //===- Lint.cpp - lint output, suppression and selection ------------------===//
 
 #include "Lint.h"
+#include "BuildConfig.h"
 #include "Output.h"
 #include "ddpify/EditSet.h"
 #include "ddpify/Registry.h"
@@ -14,10 +15,6 @@
 #include <map>
 #include <optional>
 #include <set>
-
-#ifndef DDPIFY_DOCS_URL
-#define DDPIFY_DOCS_URL "docs/checks.md"
-#endif
 
 namespace ddpify {
 namespace {
@@ -186,7 +183,7 @@ std::string fileUri(llvm::StringRef AbsolutePath) {
 }
 
 std::string helpUri(llvm::StringRef CheckName) {
-  return (llvm::Twine(DDPIFY_DOCS_URL) + "#" + CheckName).str();
+  return (llvm::Twine(build::DocsUrl) + "#" + CheckName).str();
 }
 
 //===--------------------------------------------------------------------===//
@@ -365,7 +362,7 @@ void printJson(const std::vector<Reported> &Diags, const PipelineResult &Result,
   }
   llvm::json::Value Document = llvm::json::Object{
       {"tool", "ddpify"},
-      {"version", DDPIFY_VERSION},
+      {"version", build::Version},
       {"root", Result.Root},
       {"findings", std::move(Findings)},
   };
@@ -490,8 +487,8 @@ void printSarif(const std::vector<Reported> &Diags,
     RootUri += "/";
   llvm::json::Object Driver{
       {"name", "ddpify"},
-      {"version", DDPIFY_VERSION},
-      {"informationUri", DDPIFY_DOCS_URL},
+      {"version", build::Version},
+      {"informationUri", build::DocsUrl},
       {"rules", std::move(Rules)},
   };
   llvm::json::Object Run{

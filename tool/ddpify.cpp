@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BuildConfig.h"
 #include "Lint.h"
 #include "Output.h"
 #include "Pipeline.h"
@@ -193,12 +194,12 @@ std::string findResourceDir(const char *Argv0) {
   std::string Exe = sys::fs::getMainExecutable(Argv0, &Anchor);
   SmallString<256> Candidate(
       sys::path::parent_path(sys::path::parent_path(Exe)));
-  sys::path::append(Candidate, "lib", "clang", DDPIFY_CLANG_MAJOR);
+  sys::path::append(Candidate, "lib", "clang", build::ClangMajor);
   SmallString<256> Probe(Candidate);
   sys::path::append(Probe, "include", "stddef.h");
   if (sys::fs::exists(Probe))
     return Candidate.str().str();
-  return DDPIFY_CLANG_RESOURCE_DIR;
+  return build::ClangResourceDir;
 }
 
 /// The folder holding the runtime's <ddp/ddp.h>: <bin>/../include when the
@@ -211,7 +212,7 @@ std::string findRuntimeIncludeDir(const char *Argv0) {
       sys::path::parent_path(sys::path::parent_path(Exe)));
   sys::path::append(Installed, "include");
   for (StringRef Candidate :
-       {StringRef(Installed), StringRef(DDPIFY_RUNTIME_INCLUDE_DIR)}) {
+       {StringRef(Installed), StringRef(build::RuntimeIncludeDir)}) {
     SmallString<256> Probe(Candidate);
     sys::path::append(Probe, "ddp", "ddp.h");
     if (sys::fs::exists(Probe))
@@ -226,7 +227,7 @@ int main(int argc, const char **argv) {
   InitLLVM Init(argc, argv);
   cl::HideUnrelatedOptions(DdpifyCategory);
   cl::SetVersionPrinter([](raw_ostream &OS) {
-    OS << "ddpify " << DDPIFY_VERSION << " (LLVM " << DDPIFY_CLANG_MAJOR
+    OS << "ddpify " << build::Version << " (LLVM " << build::ClangMajor
        << ")\n";
   });
   static std::string Help = rulesHelp();

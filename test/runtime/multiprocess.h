@@ -10,6 +10,8 @@
 // In the workers, ddp::init() runs before the body; gtest assertions that fail
 // there make the worker exit non-zero, which fails the test in the parent.
 
+#include "test_paths.h"
+
 #include <functional>
 #include <string>
 #include <utility>

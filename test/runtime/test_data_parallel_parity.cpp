@@ -176,11 +176,11 @@ TEST(DataParallelParity, MatchesPyTorchDistributedDataParallel) {
   const char* python_env = std::getenv("DDP_TEST_PYTHON");
   const std::string python = python_env ? python_env : DDP_TEST_PYTHON;
   const std::string command =
-      python + " " + DDP_TEST_SOURCE_DIR "/parity/ddp_parity.py --dir " + dir +
-      " --port " + std::to_string(ddp_test::free_port()) + " --world-size " +
-      std::to_string(kWorld) + " --steps " + std::to_string(kSteps) + " --lr " +
-      std::to_string(kLr) + " --momentum " + std::to_string(kMomentum) + " > " +
-      dir + "/python.log 2>&1";
+      python + " " + DDP_TEST_SOURCE_DIR + "/parity/ddp_parity.py --dir " +
+      dir + " --port " + std::to_string(ddp_test::free_port()) +
+      " --world-size " + std::to_string(kWorld) + " --steps " +
+      std::to_string(kSteps) + " --lr " + std::to_string(kLr) + " --momentum " +
+      std::to_string(kMomentum) + " > " + dir + "/python.log 2>&1";
   const int status = std::system(command.c_str());
   std::ifstream log_file(dir + "/python.log");
   const std::string log((std::istreambuf_iterator<char>(log_file)),

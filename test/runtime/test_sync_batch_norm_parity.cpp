@@ -22,7 +22,7 @@
 namespace {
 
 // This LibTorch's own PyTorch where it has one (test/runtime/CMakeLists.txt).
-constexpr const char* kPython = DDP_TEST_PYTHON;
+const char* const kPython = DDP_TEST_PYTHON;
 constexpr int64_t kChannels = 4;
 constexpr int kSteps = 3;
 constexpr double kLr = 0.1;
@@ -146,9 +146,9 @@ TEST(SyncBatchNormParity, MatchesPyTorchOverTheGlobalBatch) {
     return;
   }
   const std::string dir = ddp_test::shared_dir();
-  const std::string command =
-      std::string(kPython) +
-      " " DDP_TEST_SOURCE_DIR "/parity_sbn/reference.py " + dir;
+  const std::string command = std::string(kPython) + " " +
+                              std::string(DDP_TEST_SOURCE_DIR) +
+                              "/parity_sbn/reference.py " + dir;
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
 
   int64_t offset = 0;
