@@ -29,6 +29,7 @@ import argparse
 import concurrent.futures
 import difflib
 import filecmp
+import functools
 import hashlib
 import os
 import re
@@ -350,12 +351,17 @@ def add_platform_cache_argument(parser):
                         "(configure()); none when not given")
 
 
+@functools.lru_cache(maxsize=None)
+def _cmake_version():
+    return subprocess.run(["cmake", "--version"], capture_output=True,
+                          text=True).stdout.split("\n")[0]
+
+
 def _platform_key(cmake_command):
     """What CMake's identification of the compilers depends on here: CMake's
     version, the compilers the environment names or PATH finds, and the CUDA
     compiler a CUDA LibTorch enables (with their sizes and times)."""
-    parts = [subprocess.run(["cmake", "--version"], capture_output=True,
-                            text=True).stdout.split("\n")[0]]
+    parts = [_cmake_version()]
     for name, default in (("CXX", "c++"), ("CC", "cc"),
                           ("CUDACXX", "/usr/local/cuda/bin/nvcc")):
         program = shutil.which(os.environ.get(name, default)) or ""

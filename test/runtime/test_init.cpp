@@ -429,8 +429,8 @@ TEST(Init, UnderRealTorchrun) {
     command.argv.push_back(word);
   }
   command.argv.insert(command.argv.end(),
-                      {"--no_python", "--nproc_per_node", "2",
-                       "--master_port", std::to_string(ddp_test::free_port()),
+                      {"--no_python", "--nproc_per_node", "2", "--master_port",
+                       std::to_string(ddp_test::free_port()),
                        DDP_INIT_PROBE_PATH, "sum", "--local_rank=1"});
   const auto r = ddp_test::run_command(command, 180);
   ASSERT_FALSE(r.timed_out) << r.output;

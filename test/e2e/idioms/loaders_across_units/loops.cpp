@@ -31,9 +31,9 @@ double mean_squared_error(torch::nn::Sequential &net, EvalLoader &loader,
   int64_t seen = 0;
   for (const auto &batch : loader) {
     auto outputs = net->forward(batch.data.to(device));
-    total += torch::mse_loss(outputs, batch.target.to(device),
-                             torch::Reduction::Sum)
-                 .item<double>();
+    total +=
+        torch::mse_loss(outputs, batch.target.to(device), torch::Reduction::Sum)
+            .item<double>();
     seen += batch.data.size(0);
   }
   return total / static_cast<double>(seen);
