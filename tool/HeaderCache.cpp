@@ -12,6 +12,7 @@
 #include "clang/Tooling/ArgumentsAdjusters.h"
 #include "clang/Tooling/Tooling.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
@@ -120,17 +121,21 @@ enum class ManifestState {
   Holds,         ///< Every file it lists has the contents it had.
   ProjectHeader, ///< It holds, and lists one of the project's headers.
   OtherBase,     ///< Built under another base, from files under it.
+  Moved,         ///< Holds with a gone base's folder read as Base.
 };
 
 /// Whether every file the manifest lists still has the contents it had, and
 /// whether one of its user (non-system) headers is one of the project's.
-/// OtherBase when the header was built under a base folder other than Base,
-/// which still exists, from a file under that folder whose counterpart under
-/// Base (the same path below it) has other contents: that header is another
-/// checkout's. Where every such file has the same contents in both
-/// checkouts (a fresh clone of the same commit), the header is shared.
+/// A header built under a base folder other than Base from files under that
+/// folder is shared where each such file's counterpart under Base (the same
+/// path below it) has the same contents (a fresh clone of the same commit):
+/// while that folder exists, clang reads its files (Holds); once it is gone,
+/// through an overlay that reads it as Base (Moved, with BuiltBase set). A
+/// counterpart with other contents makes the header another checkout's
+/// (OtherBase).
 ManifestState manifestState(llvm::StringRef ManifestPath, llvm::StringRef Root,
-                            llvm::StringRef Base) {
+                            llvm::StringRef Base,
+                            std::string *MovedFrom = nullptr) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Manifest =
       llvm::MemoryBuffer::getFile(ManifestPath);
   if (!Manifest)
@@ -142,35 +147,54 @@ ManifestState manifestState(llvm::StringRef ManifestPath, llvm::StringRef Root,
     return ManifestState::Stale;
   llvm::StringRef BuiltBase = Lines[1].drop_front(4).ltrim();
   auto Files = llvm::ArrayRef(Lines).drop_front(2);
-  // The cache's own prefix file may lie anywhere: it is no checkout's. A
-  // checkout this machine does not have (gone, or another machine's sharing
-  // the cache, as CI's) keeps its entry: built over, it would be built again
-  // by that checkout's next run, and so on in turn (pruneGoneCheckouts).
-  bool BuiltBaseHere = llvm::sys::fs::is_directory(BuiltBase);
-  if (!BuiltBase.empty() && BuiltBase != Base &&
+  auto Counterpart = [&](llvm::StringRef Path) {
+    llvm::SmallString<256> Ours(Path);
+    llvm::sys::path::replace_path_prefix(Ours, BuiltBase, Base);
+    return Ours.str().str();
+  };
+  // The cache's own prefix file may lie anywhere: it is no checkout's.
+  bool FromBuiltBase =
+      !BuiltBase.empty() && BuiltBase != Base &&
       llvm::any_of(Files, [&](llvm::StringRef Line) {
-        auto [Hash, KindAndPath] = Line.split(' ');
-        auto [Kind, Path] = KindAndPath.split(' ');
-        if (Kind == "prefix" || !isPathUnder(Path, BuiltBase))
-          return false;
-        if (!BuiltBaseHere)
-          return true;
-        llvm::SmallString<256> Counterpart(Path);
-        llvm::sys::path::replace_path_prefix(Counterpart, BuiltBase, Base);
-        std::optional<uint64_t> Ours = hashFile(Counterpart);
-        return Base.empty() || !Ours || hex(*Ours) != Hash;
-      }))
-    return ManifestState::OtherBase;
-  ManifestState State = ManifestState::Holds;
+        auto [Kind, Path] = Line.split(' ').second.split(' ');
+        return Kind != "prefix" && isPathUnder(Path, BuiltBase);
+      });
+  bool Moved = false;
+  if (FromBuiltBase) {
+    // Folders inside one another cannot be told apart by an overlay.
+    if (Base.empty() || isPathUnder(Base, BuiltBase) ||
+        isPathUnder(BuiltBase, Base))
+      return ManifestState::OtherBase;
+    Moved = !llvm::sys::fs::is_directory(BuiltBase);
+    if (!Moved && llvm::any_of(Files, [&](llvm::StringRef Line) {
+          auto [Hash, KindAndPath] = Line.split(' ');
+          auto [Kind, Path] = KindAndPath.split(' ');
+          if (Kind == "prefix" || !isPathUnder(Path, BuiltBase))
+            return false;
+          std::optional<uint64_t> Ours = hashFile(Counterpart(Path));
+          return !Ours || hex(*Ours) != Hash;
+        }))
+      return ManifestState::OtherBase;
+  }
+  ManifestState State = Moved ? ManifestState::Moved : ManifestState::Holds;
+  bool IsProjectHeader = false;
   for (llvm::StringRef Line : Files) {
     auto [Hash, KindAndPath] = Line.split(' ');
     auto [Kind, Path] = KindAndPath.split(' ');
-    std::optional<uint64_t> Now = hashFile(Path);
+    bool UnderGoneBase =
+        Moved && Kind != "prefix" && isPathUnder(Path, BuiltBase);
+    std::string Read = UnderGoneBase ? Counterpart(Path) : Path.str();
+    std::optional<uint64_t> Now = hashFile(Read);
     if (!Now || hex(*Now) != Hash)
-      return ManifestState::Stale;
-    if (Kind == "user" && isPathUnder(Path, Root))
-      State = ManifestState::ProjectHeader;
+      // A gone checkout's files that differ from ours: its header, kept
+      // for it (pruneGoneCheckouts), not built over.
+      return UnderGoneBase ? ManifestState::OtherBase : ManifestState::Stale;
+    IsProjectHeader |= Kind == "user" && isPathUnder(Read, Root);
   }
+  if (IsProjectHeader)
+    return ManifestState::ProjectHeader;
+  if (Moved && MovedFrom)
+    *MovedFrom = BuiltBase.str();
   return State;
 }
 
@@ -454,6 +478,33 @@ std::vector<std::string> headerArguments(const CompileCommand &Command) {
   return Kept;
 }
 
+/// A file system overlay, in the entry's folder, that reads the gone folder
+/// From (where the header was built) as To, so that clang finds the files
+/// the header names; "" when it cannot be written.
+static std::string writeOverlay(llvm::StringRef KeyDir, llvm::StringRef From,
+                                llvm::StringRef To) {
+  llvm::json::Object Remap{
+      {"type", "directory-remap"}, {"name", From}, {"external-contents", To}};
+  // External names: diagnostics and the matchers see this checkout's paths.
+  llvm::json::Object Overlay{{"version", 0},
+                             {"use-external-names", true},
+                             {"roots", llvm::json::Array{std::move(Remap)}}};
+  std::string Text;
+  llvm::raw_string_ostream(Text) << llvm::json::Value(std::move(Overlay));
+  llvm::SmallString<256> Path(KeyDir);
+  llvm::sys::path::append(
+      Path,
+      "overlay-" +
+          hex(llvm::xxh3_64bits((From + llvm::StringRef("\0", 1) + To).str())) +
+          ".yaml");
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Existing =
+      llvm::MemoryBuffer::getFile(Path);
+  if ((Existing && (*Existing)->getBuffer() == Text) ||
+      writeAtomically(Path, Text))
+    return Path.str().str();
+  return "";
+}
+
 /// The entry's lock file, touched on each use: when it was last used.
 static void markUsed(llvm::StringRef KeyDir) {
   llvm::SmallString<256> Lock(KeyDir);
@@ -466,10 +517,11 @@ static void markUsed(llvm::StringRef KeyDir) {
   llvm::sys::Process::SafelyCloseFileDescriptor(FD);
 }
 
-/// Removes the entries built from the files of a checkout this machine does
-/// not have that no run used for a week: a fresh clone's, once deleted,
-/// would otherwise stay. An entry that lists no file of its checkout is
-/// anyone's (LibTorch's headers only) and stays.
+/// Removes the entries no run used for a week that name a file this machine
+/// no longer has outside a base folder an overlay reads as another (see
+/// manifestState): a fresh clone's exact-path entries, once it is deleted,
+/// and those built from a gone checkout's files, would otherwise stay. An
+/// entry of LibTorch's headers only, which any checkout uses, stays.
 static void pruneGoneCheckouts(llvm::StringRef Dir) {
   std::error_code EC;
   auto WeekAgo = std::chrono::system_clock::now() - std::chrono::hours(24 * 7);
@@ -478,22 +530,25 @@ static void pruneGoneCheckouts(llvm::StringRef Dir) {
     llvm::SmallString<256> Manifest(It->path()), Lock(It->path());
     llvm::sys::path::append(Manifest, "manifest");
     llvm::sys::path::append(Lock, "lock");
-    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Text =
-        llvm::MemoryBuffer::getFile(Manifest);
-    if (!Text)
-      continue;
-    auto [First, Rest] = (*Text)->getBuffer().split('\n');
-    auto [BaseLine, Files] = Rest.split('\n');
-    llvm::StringRef Base = BaseLine;
-    if (!Base.consume_front("base") || Base.trim().empty() ||
-        llvm::sys::fs::is_directory(Base.trim()) ||
-        !Files.contains((" " + Base.trim() + "/").str()))
-      continue;
     llvm::sys::fs::file_status Status;
     if (llvm::sys::fs::status(Lock, Status) ||
         Status.getLastModificationTime() > WeekAgo)
       continue;
-    (void)llvm::sys::fs::remove_directories(It->path());
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Text =
+        llvm::MemoryBuffer::getFile(Manifest);
+    if (!Text)
+      continue;
+    llvm::SmallVector<llvm::StringRef> Lines;
+    (*Text)->getBuffer().split(Lines, '\n', -1, /*KeepEmpty=*/false);
+    if (Lines.size() < 2)
+      continue;
+    bool Gone = llvm::any_of(
+        llvm::ArrayRef(Lines).drop_front(2), [](llvm::StringRef Line) {
+          auto [Kind, Path] = Line.split(' ').second.split(' ');
+          return Kind != "prefix" && !llvm::sys::fs::exists(Path);
+        });
+    if (Gone)
+      (void)llvm::sys::fs::remove_directories(It->path());
   }
 }
 
@@ -592,6 +647,18 @@ bool shadowsIncludes(llvm::StringRef KeyDir,
   return false;
 }
 
+std::vector<std::string>
+HeaderCache::argumentsFor(const CompileCommand &Command,
+                          llvm::ArrayRef<std::string> Prefix) {
+  std::string Pch = pchFor(Command, Prefix);
+  if (Pch.empty())
+    return {};
+  auto Overlay = Overlays.find(Pch);
+  if (Overlay != Overlays.end())
+    return {"-ivfsoverlay", Overlay->second, "-include-pch", Pch};
+  return {"-include-pch", Pch};
+}
+
 std::string HeaderCache::pchFor(const CompileCommand &Command,
                                 llvm::ArrayRef<std::string> Prefix) {
   if (Prefix.empty())
@@ -651,12 +718,15 @@ HeaderCache::pchUnder(llvm::StringRef Key, llvm::StringRef KeyBase,
   llvm::sys::path::append(Pch, "prefix.pch");
   llvm::sys::path::append(Manifest, "manifest");
   std::optional<std::string> Result;
-  ManifestState State = manifestState(Manifest, Root, KeyBase);
+  std::string MovedFrom;
+  ManifestState State = manifestState(Manifest, Root, KeyBase, &MovedFrom);
   // Processes sharing the folder (parallel test runs, builds) build a
   // header once: the others wait on the key's lock, then find it built.
   // Bounded, so a stuck builder only costs a second build.
   int LockFD = -1;
-  bool Built = State == ManifestState::Holds && llvm::sys::fs::exists(Pch);
+  bool Built =
+      (State == ManifestState::Holds || State == ManifestState::Moved) &&
+      llvm::sys::fs::exists(Pch);
   if (!Built && State != ManifestState::ProjectHeader &&
       State != ManifestState::OtherBase &&
       !llvm::sys::fs::create_directories(KeyDir)) {
@@ -665,10 +735,19 @@ HeaderCache::pchUnder(llvm::StringRef Key, llvm::StringRef KeyBase,
     if (!llvm::sys::fs::openFileForWrite(LockPath, LockFD,
                                          llvm::sys::fs::CD_OpenAlways) &&
         !llvm::sys::fs::tryLockFile(LockFD, std::chrono::minutes(5)))
-      State = manifestState(Manifest, Root, KeyBase);
+      State = manifestState(Manifest, Root, KeyBase, &MovedFrom);
   }
+  std::string Overlay;
+  if (State == ManifestState::Moved && llvm::sys::fs::exists(Pch) &&
+      (Overlay = writeOverlay(KeyDir, MovedFrom, KeyBase)).empty())
+    State = ManifestState::OtherBase;
   if (State == ManifestState::OtherBase) {
     // Another checkout's: not a hit, not built over.
+  } else if (State == ManifestState::Moved && llvm::sys::fs::exists(Pch)) {
+    Result = Pch.str().str();
+    Overlays[*Result] = Overlay;
+    Events.push_back("hit " + Key.str() + " built in " + MovedFrom);
+    markUsed(KeyDir);
   } else if (State == ManifestState::Holds && llvm::sys::fs::exists(Pch)) {
     Result = Pch.str().str();
     Events.push_back("hit " + Key.str());

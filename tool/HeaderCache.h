@@ -35,19 +35,31 @@ public:
   HeaderCache(std::string Dir, std::string Root, std::string Base = "")
       : Dir(std::move(Dir)), Root(std::move(Root)), Base(std::move(Base)) {}
 
-  /// The precompiled header of Prefix (see precompilablePrefix) that
-  /// Command's translation unit can be parsed with (`-include-pch`), built now
-  /// when missing or stale; empty when Prefix is empty, it reaches a project
-  /// header or it could not be built. Not thread-safe: callers on several
-  /// threads hold a lock around it.
-  std::string pchFor(const clang::tooling::CompileCommand &Command,
-                     llvm::ArrayRef<std::string> Prefix);
+  /// The compiler arguments that put the precompiled header of Prefix (see
+  /// precompilablePrefix) in front of Command's translation unit
+  /// (`-include-pch`), the header built now when missing or stale; none when
+  /// Prefix is empty, it reaches a project header or it could not be built.
+  /// A header built in a checkout this machine no longer has, from files
+  /// whose copies under Base have the same contents, comes with a file
+  /// system overlay (`-ivfsoverlay`) that reads that checkout's folder as
+  /// Base. Not thread-safe: callers on several threads hold a lock around it.
+  std::vector<std::string>
+  argumentsFor(const clang::tooling::CompileCommand &Command,
+               llvm::ArrayRef<std::string> Prefix);
 
-  /// What happened, for tests and --verbose-cache: "hit", "built" or "none"
-  /// per key, in order.
+  /// A unit that failed to parse with its header and was parsed again
+  /// without it (an event).
+  void noteUnused(llvm::StringRef Unit) {
+    Events.push_back("unused by " + Unit.str() + ": parsed without it");
+  }
+
+  /// What happened, for tests and --cache-trace: "hit", "built", "none" or
+  /// "refused" per key, and "unused", in order.
   const std::vector<std::string> &events() const { return Events; }
 
 private:
+  std::string pchFor(const clang::tooling::CompileCommand &Command,
+                     llvm::ArrayRef<std::string> Prefix);
   /// The header under Key, whose paths are relative to KeyBase: built when
   /// missing or stale; nullopt when Key's entry was built under another
   /// base from files under it (the caller then uses a key of its own).
@@ -69,6 +81,8 @@ private:
   std::string Base;
   std::string FailureReason;          ///< Why the last build() built nothing.
   llvm::StringMap<std::string> Known; ///< Key -> PCH path ("" if unusable).
+  /// PCH path -> the overlay it needs (a gone checkout's header).
+  llvm::StringMap<std::string> Overlays;
   std::vector<std::string> Events;
 };
 

@@ -415,6 +415,42 @@ struct UnitResult {
   bool CodeErrorsOnly = false;
 };
 
+/// The file system a unit is parsed on: a physical one of its own (the real
+/// one shares the process's working directory, which ClangTool changes to
+/// the command's, so units on other threads would resolve relative paths
+/// against the wrong folder), under the command's `-ivfsoverlay` files, which
+/// ClangTool does not apply itself (its file manager is made before it reads
+/// the command): a user's overlays and the header cache's (HeaderCache.h).
+/// Null, with Error set, where an overlay cannot be read.
+llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem>
+unitFileSystem(const std::vector<std::string> &CommandLine,
+               std::string &Error) {
+  llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> FS(
+      llvm::vfs::createPhysicalFileSystem().release());
+  if (CommandLine.size() < 2)
+    return FS;
+  std::vector<const char *> Argv;
+  for (size_t I = 1; I < CommandLine.size(); ++I)
+    Argv.push_back(CommandLine[I].c_str());
+  unsigned MissingIndex = 0, MissingCount = 0;
+  llvm::opt::InputArgList Args = driver::getDriverOptTable().ParseArgs(
+      Argv, MissingIndex, MissingCount,
+      llvm::opt::Visibility(driver::options::ClangOption));
+  for (const std::string &Overlay :
+       Args.getAllArgValues(driver::options::OPT_ivfsoverlay)) {
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Buffer =
+        FS->getBufferForFile(Overlay);
+    if (Buffer)
+      FS = llvm::vfs::getVFSFromYAML(std::move(*Buffer), nullptr, Overlay,
+                                     nullptr, FS);
+    if (!Buffer || !FS) {
+      Error = "cannot read the file system overlay '" + Overlay + "'";
+      return nullptr;
+    }
+  }
+  return FS;
+}
+
 /// Parses one translation unit with its own MatchFinder and matcher modules,
 /// so units can run on several threads.
 UnitResult parseUnit(const ToolOptions &Options, llvm::StringRef Root,
@@ -442,13 +478,18 @@ UnitResult parseUnit(const ToolOptions &Options, llvm::StringRef Root,
   DiagOptions->ShowColors = false;
   ErrorPrinter Diagnostics(Errors, DiagOptions.get());
 
+  std::string FileSystemError;
+  llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> FileSystem =
+      unitFileSystem(Arguments, FileSystemError);
+  if (!FileSystem) {
+    Errors << "ddpify: error: '" << ShownName << "': " << FileSystemError
+           << "\n";
+    Unit.Failed = true;
+    return Unit;
+  }
   PrefetchedDatabase Database(Source, std::move(Commands));
-  // A file system of its own: the real one shares the process's working
-  // directory, which ClangTool changes to the command's, so units on
-  // other threads would resolve relative paths against the wrong folder.
   ClangTool Tool(Database, {Source}, std::make_shared<PCHContainerOperations>(),
-                 llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem>(
-                     llvm::vfs::createPhysicalFileSystem().release()));
+                 FileSystem);
   Tool.setDiagnosticConsumer(&Diagnostics);
   Tool.setPrintErrorMessage(false); // ddpify says so below.
   if (Tool.run(&Factory) == 0)
@@ -731,12 +772,13 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
     if (!Cache || Unit.empty() || Prefixes[I].empty())
       return Unit;
     std::lock_guard<std::mutex> Lock(CacheMutex);
-    std::string Pch = Cache->pchFor(Unit.front(), Prefixes[I]);
-    if (!Pch.empty())
+    std::vector<std::string> Precompiled =
+        Cache->argumentsFor(Unit.front(), Prefixes[I]);
+    if (!Precompiled.empty())
       for (CompileCommand &Command : Unit)
         Command.CommandLine = getInsertArgumentAdjuster(
-            {"-include-pch", Pch}, ArgumentInsertPosition::BEGIN)(
-            Command.CommandLine, Command.Filename);
+            Precompiled, ArgumentInsertPosition::BEGIN)(Command.CommandLine,
+                                                        Command.Filename);
     return Unit;
   };
   if (!CacheDir.empty()) {
@@ -773,8 +815,13 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
                          const std::vector<CompileCommand> &Uncached) {
     UnitResult Unit =
         parseUnit(Options, Result.Root, Sources[I], Shown[I], Cached);
-    if (Unit.Failed && !Unit.CodeErrorsOnly && Cached != Uncached)
+    if (Unit.Failed && !Unit.CodeErrorsOnly && Cached != Uncached) {
+      {
+        std::lock_guard<std::mutex> Lock(CacheMutex);
+        Cache->noteUnused(Shown[I]);
+      }
       Unit = parseUnit(Options, Result.Root, Sources[I], Shown[I], Uncached);
+    }
     return Unit;
   };
   auto ParseOne = [&](size_t I) {
