@@ -198,6 +198,36 @@ ManifestState manifestState(llvm::StringRef ManifestPath, llvm::StringRef Root,
   return State;
 }
 
+/// A key of the contents, under Base, of the files that the manifest's entry
+/// was built from under its own base folder (another checkout's): the same
+/// for every checkout whose copies of them are the same. Empty when the
+/// entry names no such file.
+std::string contentsKey(llvm::StringRef ManifestPath, llvm::StringRef Base) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Manifest =
+      llvm::MemoryBuffer::getFile(ManifestPath);
+  if (!Manifest || Base.empty())
+    return "";
+  llvm::SmallVector<llvm::StringRef> Lines;
+  (*Manifest)->getBuffer().split(Lines, '\n', -1, /*KeepEmpty=*/false);
+  if (Lines.size() < 2 || !Lines[1].starts_with("base"))
+    return "";
+  llvm::StringRef BuiltBase = Lines[1].drop_front(4).ltrim();
+  if (BuiltBase.empty() || BuiltBase == Base)
+    return "";
+  std::string Text;
+  for (llvm::StringRef Line : llvm::ArrayRef(Lines).drop_front(2)) {
+    auto [Kind, Path] = Line.split(' ').second.split(' ');
+    if (Kind == "prefix" || !isPathUnder(Path, BuiltBase))
+      continue;
+    llvm::SmallString<256> Ours(Path);
+    llvm::sys::path::replace_path_prefix(Ours, BuiltBase, Base);
+    std::optional<uint64_t> Hash = hashFile(Ours);
+    Text += Path.drop_front(BuiltBase.size()).str() + '\0' +
+            (Hash ? hex(*Hash) : "-") + '\n';
+  }
+  return Text.empty() ? "" : hex(llvm::xxh3_64bits(Text));
+}
+
 /// Text with each path under Base (Base itself, or Base followed by a
 /// separator) spelled relative to it.
 std::string relativeToBase(llvm::StringRef Text, llvm::StringRef Base) {
@@ -693,12 +723,20 @@ std::string HeaderCache::pchFor(const CompileCommand &Command,
       KeyText += '\0' + Header;
     return hex(llvm::xxh3_64bits(KeyText));
   };
-  // Under the base first (another checkout may have built it); where that
-  // entry is another checkout's own, under a key of this folder's exact
-  // paths, which no other base shares.
+  // Under the base first (another checkout may have built it). Where that
+  // entry is another checkout's own, from files whose copies here differ,
+  // under a key of those copies' contents, which the next clone of this
+  // commit shares; failing that, under a key of this folder's exact paths.
+  std::string BaseKey = KeyUnder(Base);
   if (std::optional<std::string> Pch =
-          pchUnder(KeyUnder(Base), Base, Command, Arguments, Prefix))
+          pchUnder(BaseKey, Base, Command, Arguments, Prefix))
     return *Pch;
+  llvm::SmallString<256> BaseManifest(Dir);
+  llvm::sys::path::append(BaseManifest, BaseKey, "manifest");
+  if (std::string Contents = contentsKey(BaseManifest, Base); !Contents.empty())
+    if (std::optional<std::string> Pch = pchUnder(
+            BaseKey + "-" + Contents, Base, Command, Arguments, Prefix))
+      return *Pch;
   return pchUnder(KeyUnder("") + "-exact", "", Command, Arguments, Prefix)
       .value_or("");
 }
