@@ -547,11 +547,10 @@ static void markUsed(llvm::StringRef KeyDir) {
   llvm::sys::Process::SafelyCloseFileDescriptor(FD);
 }
 
-/// Removes the entries no run used for a week that name a file this machine
-/// no longer has outside a base folder an overlay reads as another (see
-/// manifestState): a fresh clone's exact-path entries, once it is deleted,
-/// and those built from a gone checkout's files, would otherwise stay. An
-/// entry of LibTorch's headers only, which any checkout uses, stays.
+/// Removes the entries that no run used for a week and that name a file this
+/// machine no longer has: a deleted clone's, of its exact paths or built from
+/// its files, would otherwise stay. An entry of LibTorch's headers only,
+/// which any checkout uses, stays.
 static void pruneGoneCheckouts(llvm::StringRef Dir) {
   std::error_code EC;
   auto WeekAgo = std::chrono::system_clock::now() - std::chrono::hours(24 * 7);
