@@ -424,7 +424,7 @@ struct UnitResult {
 /// Null, with Error set, where an overlay cannot be read.
 llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem>
 unitFileSystem(const std::vector<std::string> &CommandLine,
-               std::string &Error) {
+               llvm::StringRef Directory, std::string &Error) {
   llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> FS(
       llvm::vfs::createPhysicalFileSystem().release());
   if (CommandLine.size() < 2)
@@ -436,15 +436,18 @@ unitFileSystem(const std::vector<std::string> &CommandLine,
   llvm::opt::InputArgList Args = driver::getDriverOptTable().ParseArgs(
       Argv, MissingIndex, MissingCount,
       llvm::opt::Visibility(driver::options::ClangOption));
-  for (const std::string &Overlay :
+  for (const std::string &Spelled :
        Args.getAllArgValues(driver::options::OPT_ivfsoverlay)) {
+    // Relative to the command's folder, where the compiler runs.
+    llvm::SmallString<256> Overlay(Spelled);
+    llvm::sys::fs::make_absolute(Directory, Overlay);
     llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Buffer =
         FS->getBufferForFile(Overlay);
     if (Buffer)
       FS = llvm::vfs::getVFSFromYAML(std::move(*Buffer), nullptr, Overlay,
                                      nullptr, FS);
     if (!Buffer || !FS) {
-      Error = "cannot read the file system overlay '" + Overlay + "'";
+      Error = "cannot read the file system overlay '" + Spelled + "'";
       return nullptr;
     }
   }
@@ -480,7 +483,7 @@ UnitResult parseUnit(const ToolOptions &Options, llvm::StringRef Root,
 
   std::string FileSystemError;
   llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> FileSystem =
-      unitFileSystem(Arguments, FileSystemError);
+      unitFileSystem(Arguments, Commands.front().Directory, FileSystemError);
   if (!FileSystem) {
     Errors << "ddpify: error: '" << ShownName << "': " << FileSystemError
            << "\n";
