@@ -124,6 +124,49 @@ enum class ManifestState {
   Moved,         ///< Holds with a gone base's folder read as Base.
 };
 
+/// A manifest as written by HeaderCache::build: its format line, the base
+/// folder the header was built under (empty for none), and a line per file
+/// the header was built from (`HASH KIND PATH`).
+struct ManifestText {
+  std::unique_ptr<llvm::MemoryBuffer> Buffer; ///< What the fields point into.
+  llvm::StringRef Format;
+  std::optional<llvm::StringRef> BuiltBase; ///< None without a `base` line.
+  struct File {
+    llvm::StringRef Hash, Kind, Path;
+  };
+  std::vector<File> Files;
+};
+
+std::optional<ManifestText> readManifest(llvm::StringRef Path) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Buffer =
+      llvm::MemoryBuffer::getFile(Path);
+  if (!Buffer)
+    return std::nullopt;
+  ManifestText Manifest;
+  Manifest.Buffer = std::move(*Buffer);
+  llvm::SmallVector<llvm::StringRef> Lines;
+  Manifest.Buffer->getBuffer().split(Lines, '\n', -1, /*KeepEmpty=*/false);
+  if (Lines.size() < 2)
+    return std::nullopt;
+  Manifest.Format = Lines[0];
+  if (Lines[1].starts_with("base"))
+    Manifest.BuiltBase = Lines[1].drop_front(4).ltrim();
+  for (llvm::StringRef Line : llvm::ArrayRef(Lines).drop_front(2)) {
+    auto [Hash, KindAndPath] = Line.split(' ');
+    auto [Kind, FilePath] = KindAndPath.split(' ');
+    Manifest.Files.push_back({Hash, Kind, FilePath});
+  }
+  return Manifest;
+}
+
+/// Path under From (a checkout's folder) spelled under To (another's).
+std::string counterpart(llvm::StringRef Path, llvm::StringRef From,
+                        llvm::StringRef To) {
+  llvm::SmallString<256> Ours(Path);
+  llvm::sys::path::replace_path_prefix(Ours, From, To);
+  return Ours.str().str();
+}
+
 /// Whether every file the manifest lists still has the contents it had, and
 /// whether one of its user (non-system) headers is one of the project's.
 /// A header built under a base folder other than Base from files under that
@@ -136,29 +179,16 @@ enum class ManifestState {
 ManifestState manifestState(llvm::StringRef ManifestPath, llvm::StringRef Root,
                             llvm::StringRef Base,
                             std::string *MovedFrom = nullptr) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Manifest =
-      llvm::MemoryBuffer::getFile(ManifestPath);
-  if (!Manifest)
+  std::optional<ManifestText> Manifest = readManifest(ManifestPath);
+  if (!Manifest || Manifest->Format != ManifestHeader || !Manifest->BuiltBase)
     return ManifestState::Stale;
-  llvm::SmallVector<llvm::StringRef> Lines;
-  (*Manifest)->getBuffer().split(Lines, '\n', -1, /*KeepEmpty=*/false);
-  if (Lines.size() < 2 || Lines[0] != ManifestHeader ||
-      !Lines[1].starts_with("base"))
-    return ManifestState::Stale;
-  llvm::StringRef BuiltBase = Lines[1].drop_front(4).ltrim();
-  auto Files = llvm::ArrayRef(Lines).drop_front(2);
-  auto Counterpart = [&](llvm::StringRef Path) {
-    llvm::SmallString<256> Ours(Path);
-    llvm::sys::path::replace_path_prefix(Ours, BuiltBase, Base);
-    return Ours.str().str();
-  };
+  llvm::StringRef BuiltBase = *Manifest->BuiltBase;
   // The cache's own prefix file may lie anywhere: it is no checkout's.
-  bool FromBuiltBase =
-      !BuiltBase.empty() && BuiltBase != Base &&
-      llvm::any_of(Files, [&](llvm::StringRef Line) {
-        auto [Kind, Path] = Line.split(' ').second.split(' ');
-        return Kind != "prefix" && isPathUnder(Path, BuiltBase);
-      });
+  auto UnderBuiltBase = [&](const ManifestText::File &File) {
+    return File.Kind != "prefix" && isPathUnder(File.Path, BuiltBase);
+  };
+  bool FromBuiltBase = !BuiltBase.empty() && BuiltBase != Base &&
+                       llvm::any_of(Manifest->Files, UnderBuiltBase);
   bool Moved = false;
   if (FromBuiltBase) {
     // Folders inside one another cannot be told apart by an overlay.
@@ -166,36 +196,35 @@ ManifestState manifestState(llvm::StringRef ManifestPath, llvm::StringRef Root,
         isPathUnder(BuiltBase, Base))
       return ManifestState::OtherBase;
     Moved = !llvm::sys::fs::is_directory(BuiltBase);
-    if (!Moved && llvm::any_of(Files, [&](llvm::StringRef Line) {
-          auto [Hash, KindAndPath] = Line.split(' ');
-          auto [Kind, Path] = KindAndPath.split(' ');
-          if (Kind == "prefix" || !isPathUnder(Path, BuiltBase))
+    if (!Moved &&
+        llvm::any_of(Manifest->Files, [&](const ManifestText::File &File) {
+          if (!UnderBuiltBase(File))
             return false;
-          std::optional<uint64_t> Ours = hashFile(Counterpart(Path));
-          return !Ours || hex(*Ours) != Hash;
+          std::optional<uint64_t> Ours =
+              hashFile(counterpart(File.Path, BuiltBase, Base));
+          return !Ours || hex(*Ours) != File.Hash;
         }))
       return ManifestState::OtherBase;
   }
-  ManifestState State = Moved ? ManifestState::Moved : ManifestState::Holds;
   bool IsProjectHeader = false;
-  for (llvm::StringRef Line : Files) {
-    auto [Hash, KindAndPath] = Line.split(' ');
-    auto [Kind, Path] = KindAndPath.split(' ');
-    bool UnderGoneBase =
-        Moved && Kind != "prefix" && isPathUnder(Path, BuiltBase);
-    std::string Read = UnderGoneBase ? Counterpart(Path) : Path.str();
+  for (const ManifestText::File &File : Manifest->Files) {
+    bool UnderGoneBase = Moved && UnderBuiltBase(File);
+    std::string Read = UnderGoneBase ? counterpart(File.Path, BuiltBase, Base)
+                                     : File.Path.str();
     std::optional<uint64_t> Now = hashFile(Read);
-    if (!Now || hex(*Now) != Hash)
+    if (!Now || hex(*Now) != File.Hash)
       // A gone checkout's files that differ from ours: its header, kept
       // for it (pruneGoneCheckouts), not built over.
       return UnderGoneBase ? ManifestState::OtherBase : ManifestState::Stale;
-    IsProjectHeader |= Kind == "user" && isPathUnder(Read, Root);
+    IsProjectHeader |= File.Kind == "user" && isPathUnder(Read, Root);
   }
   if (IsProjectHeader)
     return ManifestState::ProjectHeader;
-  if (Moved && MovedFrom)
+  if (!Moved)
+    return ManifestState::Holds;
+  if (MovedFrom)
     *MovedFrom = BuiltBase.str();
-  return State;
+  return ManifestState::Moved;
 }
 
 /// A key of the contents, under Base, of the files that the manifest's entry
@@ -203,26 +232,19 @@ ManifestState manifestState(llvm::StringRef ManifestPath, llvm::StringRef Root,
 /// for every checkout whose copies of them are the same. Empty when the
 /// entry names no such file.
 std::string contentsKey(llvm::StringRef ManifestPath, llvm::StringRef Base) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Manifest =
-      llvm::MemoryBuffer::getFile(ManifestPath);
-  if (!Manifest || Base.empty())
+  std::optional<ManifestText> Manifest = readManifest(ManifestPath);
+  if (!Manifest || !Manifest->BuiltBase || Base.empty())
     return "";
-  llvm::SmallVector<llvm::StringRef> Lines;
-  (*Manifest)->getBuffer().split(Lines, '\n', -1, /*KeepEmpty=*/false);
-  if (Lines.size() < 2 || !Lines[1].starts_with("base"))
-    return "";
-  llvm::StringRef BuiltBase = Lines[1].drop_front(4).ltrim();
+  llvm::StringRef BuiltBase = *Manifest->BuiltBase;
   if (BuiltBase.empty() || BuiltBase == Base)
     return "";
   std::string Text;
-  for (llvm::StringRef Line : llvm::ArrayRef(Lines).drop_front(2)) {
-    auto [Kind, Path] = Line.split(' ').second.split(' ');
-    if (Kind == "prefix" || !isPathUnder(Path, BuiltBase))
+  for (const ManifestText::File &File : Manifest->Files) {
+    if (File.Kind == "prefix" || !isPathUnder(File.Path, BuiltBase))
       continue;
-    llvm::SmallString<256> Ours(Path);
-    llvm::sys::path::replace_path_prefix(Ours, BuiltBase, Base);
-    std::optional<uint64_t> Hash = hashFile(Ours);
-    Text += Path.drop_front(BuiltBase.size()).str() + '\0' +
+    std::optional<uint64_t> Hash =
+        hashFile(counterpart(File.Path, BuiltBase, Base));
+    Text += File.Path.drop_front(BuiltBase.size()).str() + '\0' +
             (Hash ? hex(*Hash) : "-") + '\n';
   }
   return Text.empty() ? "" : hex(llvm::xxh3_64bits(Text));
@@ -563,19 +585,12 @@ static void pruneGoneCheckouts(llvm::StringRef Dir) {
     if (llvm::sys::fs::status(Lock, Status) ||
         Status.getLastModificationTime() > WeekAgo)
       continue;
-    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> Text =
-        llvm::MemoryBuffer::getFile(Manifest);
+    std::optional<ManifestText> Text = readManifest(Manifest);
     if (!Text)
       continue;
-    llvm::SmallVector<llvm::StringRef> Lines;
-    (*Text)->getBuffer().split(Lines, '\n', -1, /*KeepEmpty=*/false);
-    if (Lines.size() < 2)
-      continue;
-    bool Gone = llvm::any_of(
-        llvm::ArrayRef(Lines).drop_front(2), [](llvm::StringRef Line) {
-          auto [Kind, Path] = Line.split(' ').second.split(' ');
-          return Kind != "prefix" && !llvm::sys::fs::exists(Path);
-        });
+    bool Gone = llvm::any_of(Text->Files, [](const ManifestText::File &File) {
+      return File.Kind != "prefix" && !llvm::sys::fs::exists(File.Path);
+    });
     if (Gone)
       (void)llvm::sys::fs::remove_directories(It->path());
   }

@@ -245,6 +245,23 @@ bool usesCxx20OrLater(const std::vector<std::string> &Arguments) {
   return Later;
 }
 
+/// CommandLine's arguments (its compiler left out) as Clang's driver reads
+/// them, in clang-cl's mode where the compiler is clang-cl. The arguments
+/// point into CommandLine.
+llvm::opt::InputArgList
+driverArguments(const std::vector<std::string> &CommandLine) {
+  namespace options = driver::options;
+  std::vector<const char *> Argv;
+  for (size_t I = 1; I < CommandLine.size(); ++I)
+    Argv.push_back(CommandLine[I].c_str());
+  bool ClMode = !CommandLine.empty() &&
+                driver::IsClangCL(driver::getDriverMode(CommandLine[0], Argv));
+  unsigned MissingIndex = 0, MissingCount = 0;
+  return driver::getDriverOptTable().ParseArgs(
+      Argv, MissingIndex, MissingCount,
+      llvm::opt::Visibility(ClMode ? options::CLOption : options::ClangOption));
+}
+
 /// Makes a compile command parse as leniently as the project's compiler
 /// builds it: ddpify is not the compiler. Warning options go (-Werror and
 /// friends can only make a parse stricter; -Wno-... stay, they only relax)
@@ -258,14 +275,7 @@ parseAsTheCompilerDoes(const std::vector<std::string> &CommandLine,
   if (CommandLine.empty())
     return CommandLine;
   namespace options = driver::options;
-  std::vector<const char *> Argv;
-  for (size_t I = 1; I < CommandLine.size(); ++I)
-    Argv.push_back(CommandLine[I].c_str());
-  bool ClMode = driver::IsClangCL(driver::getDriverMode(CommandLine[0], Argv));
-  unsigned MissingIndex = 0, MissingCount = 0;
-  llvm::opt::InputArgList Args = driver::getDriverOptTable().ParseArgs(
-      Argv, MissingIndex, MissingCount,
-      llvm::opt::Visibility(ClMode ? options::CLOption : options::ClangOption));
+  llvm::opt::InputArgList Args = driverArguments(CommandLine);
   std::vector<bool> Drop(CommandLine.size(), false);
   for (const llvm::opt::Arg *A : Args) {
     const llvm::opt::Option &Option = A->getOption();
@@ -427,17 +437,9 @@ unitFileSystem(const std::vector<std::string> &CommandLine,
                llvm::StringRef Directory, std::string &Error) {
   llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> FS(
       llvm::vfs::createPhysicalFileSystem().release());
-  if (CommandLine.size() < 2)
-    return FS;
-  std::vector<const char *> Argv;
-  for (size_t I = 1; I < CommandLine.size(); ++I)
-    Argv.push_back(CommandLine[I].c_str());
-  unsigned MissingIndex = 0, MissingCount = 0;
-  llvm::opt::InputArgList Args = driver::getDriverOptTable().ParseArgs(
-      Argv, MissingIndex, MissingCount,
-      llvm::opt::Visibility(driver::options::ClangOption));
   for (const std::string &Spelled :
-       Args.getAllArgValues(driver::options::OPT_ivfsoverlay)) {
+       driverArguments(CommandLine)
+           .getAllArgValues(driver::options::OPT_ivfsoverlay)) {
     // Relative to the command's folder, where the compiler runs.
     llvm::SmallString<256> Overlay(Spelled);
     llvm::sys::fs::make_absolute(Directory, Overlay);

@@ -196,6 +196,7 @@ def syntax_check_pch(args=compile_args, name="syntax-check-torch.pch"):
     # -M), and a later process takes the PCH as accepted while they are all
     # the same: what clang would check, in a few milliseconds.
     stamp_path = pch + ".accepted.json"
+    header = os.path.join(folder, "syntax-check-torch.hpp")
 
     def fingerprint(paths):
         stats = {}
@@ -213,10 +214,11 @@ def syntax_check_pch(args=compile_args, name="syntax-check-torch.pch"):
                 stamp = json.load(f)
         except (OSError, ValueError):
             return False
-        return (stamp.get("flags") == flags and
-                fingerprint(stamp.get("files", {})) == stamp["files"])
+        files = stamp.get("files")
+        return (stamp.get("flags") == flags and isinstance(files, dict) and
+                fingerprint(files) == files)
 
-    def write_stamp(header):
+    def write_stamp():
         deps = subprocess.run(
             [config.clangxx, *flags, "-M", "-x", "c++-header", header],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -240,14 +242,12 @@ def syntax_check_pch(args=compile_args, name="syntax-check-torch.pch"):
         ok = subprocess.call(
             [config.clangxx, "-fsyntax-only", *flags, "-include-pch", pch, "-x", "c++", "/dev/null"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
-        header = os.path.join(os.path.dirname(pch), "syntax-check-torch.hpp")
         if ok and os.path.exists(header):
-            write_stamp(header)
+            write_stamp()
         return ok
 
     if accepted():
         return pch
-    header = os.path.join(os.path.dirname(pch), "syntax-check-torch.hpp")
     if not os.path.exists(header):
         with open(header + ".tmp-%d" % os.getpid(), "w") as f:
             f.write("#include <torch/torch.h>\n")
