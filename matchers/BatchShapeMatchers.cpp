@@ -275,8 +275,8 @@ private:
       const Expr *Element = Sizes->getInit(I);
       if (!isBatchSize(Element, Size, I == 0))
         continue;
-      Finding F = Locator.make(*Context, strip(Element)->getSourceRange(), "R4",
-                               Check, FindingForm::OwnEdits);
+      Finding F =
+          Locator.make(*Context, strip(Element)->getSourceRange(), "R4", Check);
       if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
         continue;
       F.Message = "'" + Name.str() +

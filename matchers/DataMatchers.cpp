@@ -460,11 +460,10 @@ public:
     for (const auto &[Range, Type] : Visitor.Found) {
       if (Range.getBegin().isMacroID() || Range.getEnd().isMacroID())
         continue;
-      Finding Edit =
-          Locator.make(*Context, Range, "R4", "", FindingForm::DataLoaderType);
+      Finding Edit = Locator.make(*Context, Range, "R4", "");
       if (Edit.FilePath.empty() || Edit.InMacro)
         continue;
-      Edit.NewName = "ddp::DistributedDataLoader";
+      Edit.replaceRangeWith("ddp::DistributedDataLoader");
       Edit.Requires = {loaderTypeKey(Type, *Context)};
       Edit.Message = "torch's loader type, written where another unit's "
                      "loader of ddp::make_data_loader may go: use "
@@ -493,7 +492,6 @@ public:
         std::string Key = parameterKey(Function, I, *Context);
         Finding Fact;
         Fact.RuleId = "R4";
-        Fact.Form = FindingForm::ProgramFact;
         if (Use.Backward)
           Fact.Provides = trainsThroughKey(Key);
         else if (Use.Iterated && !Use.Unknown)
@@ -527,8 +525,7 @@ public:
       return; // Its address taken, or named in an unevaluated context.
     SourceRange Range(QualifierBegin.isValid() ? QualifierBegin : NameLoc,
                       NameLoc);
-    Finding F = Locator.make(*Context, Range, "R4", "ddp-unsharded-loader",
-                             FindingForm::DataLoaderCall);
+    Finding F = Locator.make(*Context, Range, "R4", "ddp-unsharded-loader");
     if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
       return;
     handleCall(Call, std::move(F));
@@ -575,7 +572,6 @@ private:
       return;
     Finding Fact;
     Fact.RuleId = "R4";
-    Fact.Form = FindingForm::ProgramFact;
     Fact.Provides = (Converted ? "" : "!") +
                     loaderTypeKey(Context->getRecordType(Loader), *Context);
     Findings.push_back(std::move(Fact));
@@ -649,15 +645,14 @@ private:
     std::vector<Finding> TypeEdits;
     for (const auto &[Spelling, Where] : Use.TypeSpellings) {
       Finding Edit =
-          Locator.make(*Context, Spelling, "R4", "ddp-unsharded-loader",
-                       FindingForm::DataLoaderType);
+          Locator.make(*Context, Spelling, "R4", "ddp-unsharded-loader");
       if (Edit.FilePath.empty() || Edit.InMacro) {
         Use.unfixableType(Where + (Edit.InMacro
                                        ? ", in macro '" + Edit.MacroName + "'"
                                        : ", outside the project"));
         break;
       }
-      Edit.NewName = "ddp::DistributedDataLoader";
+      Edit.replaceRangeWith("ddp::DistributedDataLoader");
       Edit.Message = "torch's loader type, written out where a loader of "
                      "ddp::make_data_loader goes: use "
                      "'ddp::DistributedDataLoader' (same template arguments)";
@@ -683,7 +678,7 @@ private:
     noteLoaderFate(Loader, /*Converted=*/!F.InMacro);
     if (Use.TypeOnly) {
       // Both of ddp's functions return the same type.
-      F.NewName = "ddp::make_data_loader";
+      F.replaceRangeWith("ddp::make_data_loader");
       F.Message = "the type of torch's data loader: ddp::make_data_loader "
                   "returns the loader type the program now holds";
       Findings.push_back(std::move(F));
@@ -696,15 +691,15 @@ private:
     bool Even = Use.Backward || Use.Unknown || !Use.Iterated;
     if (!Use.Backward && !Use.Unknown && !Use.Iterated)
       Use.unknown("it is never iterated here");
-    F.NewName = Even ? "ddp::make_data_loader" : "ddp::make_eval_data_loader";
+    F.replaceRangeWith(Even ? "ddp::make_data_loader"
+                            : "ddp::make_eval_data_loader");
     F.Message = !Even ? exactShardsMessage("its batches never reach backward()")
                 : Use.Backward
                     ? evenShardsMessage("its batches reach backward()")
                     : evenShardsMessage("where its batches go is not known");
     Finding Item = F;
     Findings.push_back(std::move(F));
-    Item.Form = FindingForm::ReportOnly;
-    Item.NewName.clear();
+    Item.Edits.clear();
     if (Use.Backward || !Use.Unknown) {
       // A new torch RandomSampler draws a new permutation; a new ddp loader
       // starts at epoch 0, whose permutation is the same every time. Only
@@ -742,7 +737,7 @@ private:
                            std::vector<std::string> Requires,
                            std::vector<std::string> Excludes) {
       Finding Edit = F;
-      Edit.NewName = NewName.str();
+      Edit.replaceRangeWith(NewName.str());
       Edit.Message = std::move(Message);
       Edit.Requires = std::move(Requires);
       Edit.Excludes = std::move(Excludes);
@@ -764,7 +759,7 @@ private:
                 Evaluates, {});
     for (const std::string &Evaluated : Evaluates) {
       Finding Item = F;
-      Item.NewName.clear();
+      Item.Edits.clear();
       Item.Excludes = Trains;
       Item.Excludes.push_back(Evaluated);
       report(std::move(Item), "loader-use-unknown",
@@ -813,7 +808,7 @@ private:
   }
 
   void report(Finding F, llvm::StringRef Id, std::string Reason) {
-    F.Form = FindingForm::ReportOnly;
+    F.Edits.clear();
     F.ReportId = Id.str();
     F.NotRewrittenReason = Reason;
     F.Message = std::move(Reason);
@@ -1323,9 +1318,7 @@ private:
 
   /// Code of the project (under the root, not a system header).
   bool isOurs(SourceLocation Loc) {
-    return !Locator
-                .make(*Context, SourceRange(Loc, Loc), "", "",
-                      FindingForm::ReportOnly)
+    return !Locator.make(*Context, SourceRange(Loc, Loc), "", "")
                 .FilePath.empty();
   }
 

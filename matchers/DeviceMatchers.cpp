@@ -32,6 +32,9 @@ using namespace clang::ast_matchers;
 namespace ddpify {
 namespace {
 
+/// What migrated code says for "this process's device".
+constexpr const char *ProcessDevice = "ddp::device()";
+
 // --- What a device expression is -------------------------------------------
 
 const Expr *strip(const Expr *E) {
@@ -327,13 +330,16 @@ private:
       return;
     if (Method->getName() == "cuda" && OnTensor) {
       SourceRange Range(Callee->getMemberLoc(), Call->getRParenLoc());
-      Finding F = makeFinding(Range, "R3", "ddp-cuda-call",
-                              FindingForm::CudaMemberCall);
-      F.DeviceExpr = deviceVariableInScope(Call);
-      noteDeviceSite(F, Call);
+      Finding F = makeFinding(Range, "R3", "ddp-cuda-call");
+      std::string Device = deviceVariableInScope(Call);
+      if (Device.empty()) {
+        noteDeviceSite(F, Call, /*MemberCall=*/true);
+        Device = ProcessDevice;
+      }
+      F.replaceRangeWith("to(" + Device + ")");
       F.Message = "'.cuda()' moves the tensor to the current CUDA device, "
                   "not this process's device; use '.to(" +
-                  deviceOrProcessDevice(F) + ")'";
+                  Device + ")'";
       addFinding(std::move(F));
       return;
     }
@@ -341,19 +347,19 @@ private:
         !isCudaDevice(Call->getArg(0)))
       return;
     Finding F = makeFinding(strip(Call->getArg(0))->getSourceRange(), "R3",
-                            "ddp-cuda-call", FindingForm::CudaToArgument);
-    F.DeviceExpr = deviceVariableInScope(Call);
-    noteDeviceSite(F, Call);
+                            "ddp-cuda-call");
+    std::string Device = deviceVariableInScope(Call);
+    if (Device.empty()) {
+      noteDeviceSite(F, Call, /*MemberCall=*/false);
+      Device = ProcessDevice;
+    }
+    F.replaceRangeWith(Device);
     F.Message = "'.to(" + sourceText(strip(Call->getArg(0))->getSourceRange()) +
                 ")' puts the " + (OnModule ? "module" : "tensor") +
                 " on a fixed CUDA device, not this process's device; use "
                 "'.to(" +
-                deviceOrProcessDevice(F) + ")'";
+                Device + ")'";
     addFinding(std::move(F));
-  }
-
-  static std::string deviceOrProcessDevice(const Finding &F) {
-    return F.DeviceExpr.empty() ? "ddp::device()" : F.DeviceExpr;
   }
 
   std::string sourceText(SourceRange Range) {
@@ -442,8 +448,8 @@ private:
   }
 
   Finding hardcodedDevice(SourceRange Range) {
-    Finding F = makeFinding(Range, "R2", "ddp-hardcoded-device",
-                            FindingForm::CudaDeviceChoice);
+    Finding F = makeFinding(Range, "R2", "ddp-hardcoded-device");
+    F.replaceRangeWith(ProcessDevice);
     std::string Text = F.InMacro ? "" : sourceText(Range);
     if (Text.size() > 48 || Text.find('\n') != std::string::npos)
       Text = Text.substr(0, std::min<size_t>(Text.find('\n'), 45)) + "...";
@@ -504,7 +510,6 @@ private:
     }
     if (Reads.empty())
       return;
-    F.Edits.push_back({F.Offset, F.Length, "ddp::device()"});
     F.Edits.push_back(
         {SM.getFileOffset(SM.getSpellingLoc(Statement->getEndLoc())) + 1, 0,
          Reads});
@@ -538,8 +543,8 @@ private:
   /// Fills in the location of Range; an empty FilePath means "not ours"
   /// (system header, outside the root, invalid location).
   Finding makeFinding(SourceRange Range, llvm::StringRef RuleId,
-                      llvm::StringRef CheckName, FindingForm Form) {
-    return Locator.make(*Context, Range, RuleId, CheckName, Form);
+                      llvm::StringRef CheckName) {
+    return Locator.make(*Context, Range, RuleId, CheckName);
   }
 
   void addFinding(Finding F) {
@@ -588,10 +593,13 @@ private:
     unsigned StatementOffset = 0; ///< The body's statement holding the edit.
     std::string Indent;
     const FunctionDecl *Function = nullptr; ///< Its names are taken.
+    bool MemberCall = false; ///< `x.cuda()`, not the argument of `x.to(...)`.
   };
 
-  void noteDeviceSite(const Finding &F, const Stmt *Call) {
-    if (F.FilePath.empty() || F.InMacro || !F.DeviceExpr.empty())
+  /// Notes where an R3 edit with no device in scope could share a declared
+  /// device (shareProcessDevice).
+  void noteDeviceSite(const Finding &F, const Stmt *Call, bool MemberCall) {
+    if (F.FilePath.empty() || F.InMacro)
       return;
     DynTypedNode Node = DynTypedNode::create(*Call);
     const Stmt *Last = Call, *BeforeLast = nullptr;
@@ -625,6 +633,7 @@ private:
                             Site.StatementOffset))
         return;
       Site.Function = Function;
+      Site.MemberCall = MemberCall;
       DeviceSites[{F.FilePath, F.Offset}] = std::move(Site);
       return;
     }
@@ -636,7 +645,7 @@ private:
   void shareProcessDevice() {
     std::map<std::pair<std::string, unsigned>, std::vector<Finding *>> Groups;
     for (Finding &F : TUFindings) {
-      if (F.RuleId != "R3" || !F.DeviceExpr.empty() || F.InMacro)
+      if (F.RuleId != "R3" || F.InMacro)
         continue;
       auto Site = DeviceSites.find({F.FilePath, F.Offset});
       if (Site != DeviceSites.end())
@@ -661,7 +670,8 @@ private:
       if (Name.empty())
         continue;
       for (Finding *F : Group) {
-        F->DeviceExpr = Name;
+        bool MemberCall = DeviceSites[{F->FilePath, F->Offset}].MemberCall;
+        F->replaceRangeWith(MemberCall ? "to(" + Name + ")" : Name);
         size_t At = F->Message.find("ddp::device()");
         if (At != std::string::npos)
           F->Message.replace(At, strlen("ddp::device()"), Name);
@@ -671,14 +681,11 @@ private:
                        Name + " = ddp::device();')";
       // At the end of the line above: a report comment about the statement
       // goes between the two and stays right above the statement.
-      First.Edits.push_back(
+      First.Edits.insert(
+          First.Edits.begin(),
           {Site.StatementOffset - static_cast<unsigned>(Site.Indent.size()) - 1,
            0,
            "\n" + Site.Indent + "torch::Device " + Name + " = ddp::device();"});
-      First.Edits.push_back({First.Offset, First.Length,
-                             First.Form == FindingForm::CudaMemberCall
-                                 ? "to(" + Name + ")"
-                                 : Name});
     }
   }
 

@@ -54,8 +54,7 @@ public:
     if (!Statement || !Move)
       return;
     ASTContext &Context = *Result.Context;
-    Finding F = Locator.make(Context, Statement->getSourceRange(), "", Check,
-                             FindingForm::LintOnly);
+    Finding F = Locator.make(Context, Statement->getSourceRange(), "", Check);
     if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
       return;
     std::string Method = Move->getMethodDecl()->getNameAsString();

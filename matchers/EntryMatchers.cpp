@@ -16,6 +16,7 @@
 #include "clang/ASTMatchers/ASTMatchers.h"
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/Lexer.h"
+#include <optional>
 
 using namespace clang;
 using namespace clang::ast_matchers;
@@ -101,8 +102,7 @@ public:
       return;
     SourceLocation Brace = Body->getLBracLoc();
     // Inserted after `{`: the location right after the brace token.
-    Finding F = Locator.make(Context, SourceRange(Brace, Brace), "R1", "",
-                             FindingForm::EntryInit);
+    Finding F = Locator.make(Context, SourceRange(Brace, Brace), "R1", "");
     if (F.FilePath.empty())
       return;
     if (!F.InMacro) {
@@ -114,40 +114,40 @@ public:
 
     // Where the call goes: on its own line, indented as main's first
     // statement, or on the brace's line.
-    if (!Body->body_empty()) {
-      bool StartsLine = false;
-      std::string Indent =
-          indentationOf(SM, Body->body_front()->getBeginLoc(), StartsLine);
-      F.OwnLine = StartsLine;
-      F.Indent = Indent;
-    }
+    bool OwnLine = false;
+    std::string Indent;
+    if (!Body->body_empty())
+      Indent = indentationOf(SM, Body->body_front()->getBeginLoc(), OwnLine);
 
-    // Which arguments ddp::init gets.
+    // Which arguments ddp::init gets: main's own, or none; `main()` and
+    // `main(void)` get `int argc, char** argv`.
+    std::string Arguments;
+    std::optional<FindingEdit> AddParameters;
     unsigned Params = Main->getNumParams();
     if (Params >= 2) {
       const ParmVarDecl *Argc = Main->getParamDecl(0);
       const ParmVarDecl *Argv = Main->getParamDecl(1);
       if (!Argc->getName().empty() && !Argv->getName().empty() &&
           bindsToIntRef(Argc->getType()) &&
-          convertsToCharPtrPtr(Argv->getType())) {
-        F.ArgcName = Argc->getName().str();
-        F.ArgvName = Argv->getName().str();
-      }
+          convertsToCharPtrPtr(Argv->getType()))
+        Arguments = Argc->getName().str() + ", " + Argv->getName().str();
     } else if (Params == 0 && !declaresAtTopLevel(Body, "argc") &&
                !declaresAtTopLevel(Body, "argv")) {
-      // `main()` or `main(void)`: the parameters are added.
       FunctionTypeLoc Type = Main->getFunctionTypeLoc();
       unsigned Open = 0, Close = 0;
       if (Type && Locator.offsetIn(Context, F, Type.getLParenLoc(), Open) &&
           Locator.offsetIn(Context, F, Type.getRParenLoc(), Close) &&
           Close > Open) {
-        F.HasSecondRange = true;
-        F.SecondOffset = Open + 1;
-        F.SecondLength = Close - Open - 1;
-        F.ArgcName = "argc";
-        F.ArgvName = "argv";
+        AddParameters =
+            FindingEdit{Open + 1, Close - Open - 1, "int argc, char** argv"};
+        Arguments = "argc, argv";
       }
     }
+    std::string Call = "ddp::init(" + Arguments + ");";
+    F.Edits.push_back(
+        {F.Offset, 0, OwnLine ? "\n" + Indent + Call : " " + Call});
+    if (AddParameters)
+      F.Edits.push_back(std::move(*AddParameters));
     Findings.push_back(std::move(F));
   }
 

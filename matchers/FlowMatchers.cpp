@@ -572,15 +572,14 @@ private:
   void decideOnMeans(const Stmt *At, llvm::ArrayRef<const Expr *> Targets,
                      llvm::StringRef What) {
     Finding F = Locator.make(*Context, SourceRange(At->getBeginLoc()), "R12",
-                             "ddp-divergent-exit", FindingForm::OwnEdits);
+                             "ddp-divergent-exit");
     if (F.FilePath.empty() || F.InMacro ||
         !Seen.insert({F.FilePath, F.Offset, "divergent-exit"}).second)
       return;
     F.Length = 0;
     std::string Names;
     for (const Expr *Target : Targets) {
-      Finding Where = Locator.make(*Context, Target->getSourceRange(), "", "",
-                                   FindingForm::OwnEdits);
+      Finding Where = Locator.make(*Context, Target->getSourceRange(), "", "");
       if (Where.FilePath != F.FilePath || Where.InMacro)
         return;
       F.Edits.push_back({Where.Offset, 0, "ddp::all_reduce("});
@@ -626,7 +625,7 @@ private:
   void report(const FunctionTaint &Values, const Stmt *At, const Expr *Why,
               llvm::StringRef What) {
     Finding F = Locator.make(*Context, SourceRange(At->getBeginLoc()), "",
-                             "ddp-divergent-exit", FindingForm::ReportOnly);
+                             "ddp-divergent-exit");
     if (F.FilePath.empty() ||
         !Seen.insert({F.FilePath, F.Offset, "divergent-exit"}).second)
       return;
@@ -644,8 +643,7 @@ private:
             .str();
     F.Message = F.NotRewrittenReason;
     if (Origin && Origin != Why) {
-      Finding Where = Locator.make(*Context, Origin->getSourceRange(), "", "",
-                                   FindingForm::ReportOnly);
+      Finding Where = Locator.make(*Context, Origin->getSourceRange(), "", "");
       if (!Where.FilePath.empty())
         F.Notes.push_back({Where.FilePath, Where.Offset, Where.Line,
                            Where.Column,
@@ -774,8 +772,8 @@ private:
         Fed = isLoop(S) && headerUsesLoader(S);
       if (Fed)
         continue;
-      Finding F = Locator.make(*Context, SourceRange(Loop->getBeginLoc()), "",
-                               "", FindingForm::ReportOnly);
+      Finding F =
+          Locator.make(*Context, SourceRange(Loop->getBeginLoc()), "", "");
       if (F.FilePath.empty() ||
           !Seen.insert({F.FilePath, F.Offset, "non-torch-loader"}).second)
         continue;

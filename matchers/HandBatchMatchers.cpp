@@ -1169,7 +1169,7 @@ public:
     const Stmt *Init = For->getInit();
     Finding F = Locator.make(
         Context, SourceRange(Init->getBeginLoc(), For->getInc()->getEndLoc()),
-        "R4", "", FindingForm::OwnEdits);
+        "R4", "");
     if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
       return;
     F.Message = "this training loop cuts its batches from tensors by hand, "
@@ -1238,7 +1238,7 @@ private:
     const SourceManager &SM = Context.getSourceManager();
     Finding F = Locator.make(
         Context, SourceRange(Loop->getBeginLoc(), Loop->getRParenLoc()), "R4",
-        "", FindingForm::OwnEdits);
+        "");
     if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
       return;
     F.Message = "this training loop cuts its batches from tensors by hand, "
@@ -1282,7 +1282,7 @@ private:
     if (!Range)
       return;
     SourceRange Spelled = Range->getSourceRange();
-    Finding F = Locator.make(Context, Spelled, "R4", "", FindingForm::OwnEdits);
+    Finding F = Locator.make(Context, Spelled, "R4", "");
     if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
       return;
     F.Message = "this training loop walks batches cut beforehand, so every "

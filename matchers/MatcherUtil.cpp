@@ -17,12 +17,11 @@ using namespace clang;
 namespace ddpify {
 
 Finding FindingLocator::make(ASTContext &Context, SourceRange Range,
-                             llvm::StringRef RuleId, llvm::StringRef CheckName,
-                             FindingForm Form) {
+                             llvm::StringRef RuleId,
+                             llvm::StringRef CheckName) {
   Finding F;
   F.RuleId = RuleId.str();
   F.CheckName = CheckName.str();
-  F.Form = Form;
   const SourceManager &SM = Context.getSourceManager();
   if (Range.isInvalid())
     return F;
@@ -125,7 +124,6 @@ Finding reportNoteFor(const Finding &F, llvm::StringRef ReportId,
   Finding Note = F;
   Note.RuleId.clear();
   Note.CheckName.clear();
-  Note.Form = FindingForm::ReportOnly;
   Note.Edits.clear();
   Note.ReportId = ReportId.str();
   Note.NotRewrittenReason = Reason;

@@ -368,8 +368,31 @@ const ValueDecl *reducedBy(const Stmt *S) {
   return nullptr;
 }
 
-/// The MetricReduce kind of an accumulator's type (see
-/// FindingForm::MetricReduce), or empty with Why set.
+/// The statement that all-reduces the accumulator Var of kind Kind (kindOf):
+/// double and int64 go straight through ddp::all_reduce's overloads, other
+/// integers through int64_t, other floating types through double, a tensor
+/// and a container of numbers (per-class counts) in place; empty for a kind
+/// it does not know.
+std::string reduceStatement(const std::string &Var, llvm::StringRef Kind) {
+  if (Kind == "tensor" || Kind == "elements")
+    return "ddp::all_reduce(" + Var + ");";
+  if (Kind == "double" || Kind == "int64")
+    return Var + " = ddp::all_reduce(" + Var + ");";
+  auto [Family, Type] = Kind.split(':');
+  if (Type.empty())
+    return "";
+  llvm::StringRef Wide = Family == "int"     ? "int64_t"
+                         : Family == "float" ? "double"
+                                             : "";
+  if (Wide.empty())
+    return "";
+  return Var + " = static_cast<" + Type.str() +
+         ">(ddp::all_reduce(static_cast<" + Wide.str() + ">(" + Var + ")));";
+}
+
+/// The kind of an accumulator's type ("tensor", "elements", "double",
+/// "int64", "int:<type>", "float:<type>"; reduceStatement spells each), or
+/// empty with Why set.
 std::string kindOf(ASTContext &Context, const VarDecl *Var, std::string &Why) {
   QualType Type = Var->getType();
   QualType Canonical = Type.getCanonicalType().getUnqualifiedType();
@@ -762,8 +785,7 @@ private:
   void report(ASTContext &Context, const MetricLoop &Loop) {
     const SourceManager &SM = Context.getSourceManager();
     for (const MetricLoop::Problem &Problem : Loop.Problems) {
-      Finding F = Locator.make(Context, SourceRange(Problem.Loc), "R11", "",
-                               FindingForm::ReportOnly);
+      Finding F = Locator.make(Context, SourceRange(Problem.Loc), "R11", "");
       if (!F.FilePath.empty() &&
           Seen.insert({F.FilePath, F.Offset, "metric-pattern"}).second) {
         F.Length = 0;
@@ -776,9 +798,8 @@ private:
     if (Loop.Accumulators.empty())
       return;
     SourceLocation End = Loop.Loop->getEndLoc();
-    Finding F =
-        Locator.make(Context, SourceRange(Loop.Loop->getBeginLoc(), End), "R11",
-                     "", FindingForm::MetricReduce);
+    Finding F = Locator.make(
+        Context, SourceRange(Loop.Loop->getBeginLoc(), End), "R11", "");
     if (F.FilePath.empty())
       return;
     std::string Names;
@@ -806,15 +827,26 @@ private:
     LineStart =
         LineStart == llvm::StringRef::npos || Begin == 0 ? 0 : LineStart + 1;
     llvm::StringRef Line = Buffer.slice(LineStart, Begin);
-    F.Indent = Line.take_while([](char C) { return C == ' ' || C == '\t'; });
-    F.OwnLine = true;
+    std::string Indent =
+        Line.take_while([](char C) { return C == ' ' || C == '\t'; }).str();
     F.Offset = Offset;
     F.Length = 0;
     F.Line = SM.getSpellingLineNumber(End);
     F.Column = SM.getSpellingColumnNumber(End);
-    for (size_t I = 0; I < Loop.Accumulators.size(); ++I)
-      F.Names.push_back(Loop.Accumulators[I]->getNameAsString() + ":" +
-                        Loop.Kinds[I]);
+    // One statement per accumulator, each on a line of its own, indented
+    // like the loop; none if one of them has no statement.
+    std::string Text;
+    for (size_t I = 0; I < Loop.Accumulators.size(); ++I) {
+      std::string Statement = reduceStatement(
+          Loop.Accumulators[I]->getNameAsString(), Loop.Kinds[I]);
+      if (Statement.empty()) {
+        Text.clear();
+        break;
+      }
+      Text += "\n" + Indent + Statement;
+    }
+    if (!Text.empty())
+      F.replaceRangeWith(Text);
     if (Seen.insert({F.FilePath, F.Offset, "R11"}).second)
       Findings.push_back(std::move(F));
   }

@@ -317,9 +317,9 @@ public:
     collectRoots();
     decide();
     if (HasMain)
-      addFact("main");
+      addFact("program:main");
     if (Trains)
-      addFact("trains");
+      addFact("program:trains");
     Context = nullptr;
   }
 
@@ -341,8 +341,7 @@ private:
   void addFact(llvm::StringRef Fact) {
     Finding F;
     F.RuleId = "R6";
-    F.Form = FindingForm::ProgramFact;
-    F.NewName = Fact.str();
+    F.Provides = Fact.str();
     Findings.push_back(std::move(F));
   }
 
@@ -791,8 +790,8 @@ private:
   // --- The wrap point ------------------------------------------------------
 
   void reportAt(const Stmt *Site, const std::string &Reason) {
-    Finding F = Locator.make(*Context, Site->getSourceRange(), "R6",
-                             checkName(), FindingForm::ReportOnly);
+    Finding F =
+        Locator.make(*Context, Site->getSourceRange(), "R6", checkName());
     if (F.FilePath.empty())
       return;
     F.InMacro = false;
@@ -855,8 +854,8 @@ private:
                          How);
       return;
     }
-    Finding F = Locator.make(*Context, Call->getSourceRange(), "R6",
-                             checkName(), FindingForm::ModelWrap);
+    Finding F =
+        Locator.make(*Context, Call->getSourceRange(), "R6", checkName());
     if (F.FilePath.empty()) {
       // Placed in a file ddpify does not edit: report at its optimizer.
       reportAt(
@@ -974,10 +973,13 @@ private:
         RestOfLineFree
             ? 0
             : (unsigned)(Buffer.slice(Offset, LineEnd).size() - Rest.size());
-    F.OwnLine = RestOfLineFree;
-    F.Indent = Indent;
-    F.Names = {Distribute ? "distribute" : "local", Object, WrapperName,
-               wrapperClass()};
+    // The wrap on a line of its own after the placement's; code that
+    // followed the `;` goes on the line after the wrap.
+    std::string Wrap =
+        Distribute ? "ddp::distribute(" + Object + ");"
+                   : wrapperClass() + " " + WrapperName + "(" + Object + ");";
+    F.replaceRangeWith("\n" + Indent + Wrap +
+                       (RestOfLineFree ? "" : "\n" + Indent));
     F.Message =
         "trained model '" + Name +
         "' gets no gradient averaging across processes; " +
@@ -1125,8 +1127,8 @@ private:
                                How);
       return;
     }
-    Finding F = Locator.make(*Context, Before->getSourceRange(), "R6",
-                             checkName(), FindingForm::ModelWrap);
+    Finding F =
+        Locator.make(*Context, Before->getSourceRange(), "R6", checkName());
     if (F.FilePath.empty())
       return;
     // The device the program already uses (any, CPU included), so the model
@@ -1144,7 +1146,7 @@ private:
     if (StartsLine)
       F.Offset -= Indent.size();
     F.Length = 0;
-    F.Names = {"insert", statementsText({Place, Wrap}, StartsLine, Indent)};
+    F.replaceRangeWith(statementsText({Place, Wrap}, StartsLine, Indent));
     const FunctionDecl *HandedTo = opaqueHandOver(Model, Owner);
     F.Message = "trained model '" + Name +
                 "' gets no gradient averaging across processes" +
@@ -1192,8 +1194,8 @@ private:
                       Wrapped))
         return false;
     }
-    Finding F = Locator.make(*Context, Site->getSourceRange(), "R6",
-                             checkName(), FindingForm::OwnEdits);
+    Finding F =
+        Locator.make(*Context, Site->getSourceRange(), "R6", checkName());
     if (F.FilePath.empty())
       return false;
     // The program's device where the optimizer is built: a device member
@@ -1261,7 +1263,7 @@ private:
         if (!Body || Body->getRBracLoc().isMacroID())
           continue;
         Finding F = Locator.make(*Context, SourceRange(Body->getRBracLoc()),
-                                 "R6", checkName(), FindingForm::ModelWrap);
+                                 "R6", checkName());
         if (F.FilePath.empty())
           continue;
         // A device member of the class, as the trainer uses it.
@@ -1283,9 +1285,8 @@ private:
         if (StartsLine)
           F.Offset -= Indent.size();
         F.Length = 0;
-        F.Names = {"insert",
-                   (StartsLine ? "" : " ") +
-                       statementsText({Place, Wrap}, StartsLine, Inner)};
+        F.replaceRangeWith((StartsLine ? "" : " ") +
+                           statementsText({Place, Wrap}, StartsLine, Inner));
         F.Message = "trained model '" + Field->getName().str() +
                     "' gets no gradient averaging across processes and is "
                     "not placed on a device; '" +
@@ -1405,12 +1406,11 @@ public:
       return;
     llvm::StringRef Name = Record->getName(); // BatchNorm2d
     std::string NewName = "ddp::Sync" + Name.str();
-    Finding F =
-        Locator.make(*Context, Type->getSourceRange(), "R5",
-                     "ddp-unsynced-batchnorm", FindingForm::BatchNormType);
+    Finding F = Locator.make(*Context, Type->getSourceRange(), "R5",
+                             "ddp-unsynced-batchnorm");
     if (F.FilePath.empty())
       return;
-    F.NewName = NewName;
+    F.replaceRangeWith(NewName);
     F.Message = "'torch::nn::" + Name.str() +
                 "' computes batch statistics over one process's batch only; "
                 "use '" +
@@ -1437,9 +1437,8 @@ private:
         !llvm::StringRef("123").contains(Short[0]) || Short[1] != 'd' ||
         !(Short.size() == 2 || Short.drop_front(2) == "Impl"))
       return;
-    Finding F =
-        Locator.make(*Context, Typeid->getSourceRange(), "R5",
-                     "ddp-unsynced-batchnorm", FindingForm::BatchNormType);
+    Finding F = Locator.make(*Context, Typeid->getSourceRange(), "R5",
+                             "ddp-unsynced-batchnorm");
     if (F.FilePath.empty())
       return;
     F.NotRewrittenReason =

@@ -508,8 +508,7 @@ public:
     SourceLocation Begin = E->getBeginLoc(), End = E->getEndLoc();
     if (Begin.isFileID() && End.isMacroID())
       End = SM.getExpansionRange(End).getEnd();
-    Finding F = Locator.make(*Context, SourceRange(Begin, End), Rule, Check,
-                             FindingForm::GuardStatement);
+    Finding F = Locator.make(*Context, SourceRange(Begin, End), Rule, Check);
     if (F.FilePath.empty())
       return;
     // The same statement again, through a template instantiation.
@@ -594,7 +593,7 @@ private:
     if (!Path || isOutputPathCall(Path) || isGuarded(Open))
       return;
     Finding F = Locator.make(*Context, Path->getSourceRange(), "R8",
-                             "ddp-unguarded-save", FindingForm::OutputPath);
+                             "ddp-unguarded-save");
     if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
       return;
     F.Message = "every process of a DDP program writes this file; open it "
@@ -677,7 +676,7 @@ private:
       if (!Site)
         continue;
       Finding F = Locator.make(*Context, SourceRange(Site->getBeginLoc()), "R8",
-                               "ddp-unguarded-save", FindingForm::OwnEdits);
+                               "ddp-unguarded-save");
       if (F.FilePath.empty() || F.InMacro ||
           !Seen.insert({F.FilePath, F.Offset}).second)
         continue;
@@ -943,8 +942,7 @@ private:
     std::vector<const Expr *> Work;
     collectWork(E, Work);
     for (const Expr *Value : Work) {
-      Finding Operand = Locator.make(*Context, Value->getSourceRange(), "", "",
-                                     FindingForm::GuardStatement);
+      Finding Operand = Locator.make(*Context, Value->getSourceRange(), "", "");
       if (Operand.InMacro || Operand.FilePath != F.FilePath)
         return false;
       Hoist H;

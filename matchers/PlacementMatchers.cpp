@@ -17,8 +17,8 @@
 // unknown never warns.
 //
 // ddp-cpu-factory-in-forward: a tensor factory without a device inside a
-// torch::nn::Module's `forward`; the fix-it data (where to add the device
-// option) rides on the Finding, PlacementRewriter.cpp spells the edit.
+// torch::nn::Module's `forward`; its fix-it replaces the call with one that
+// adds the input's device as an option.
 //
 //===----------------------------------------------------------------------===//
 
@@ -629,15 +629,14 @@ public:
               std::string Message,
               std::vector<std::pair<SourceRange, std::string>> Notes,
               std::function<void(Finding &)> Extra = nullptr) {
-    Finding F = Locator.make(Context, At, "", Check, FindingForm::LintOnly);
+    Finding F = Locator.make(Context, At, "", Check);
     if (F.FilePath.empty())
       return;
     if (!Reported.insert({F.FilePath, F.Offset, Check.str()}).second)
       return;
     F.Message = std::move(Message);
     for (auto &[Range, Text] : Notes) {
-      Finding Where =
-          Locator.make(Context, Range, "", Check, FindingForm::LintOnly);
+      Finding Where = Locator.make(Context, Range, "", Check);
       if (Where.FilePath.empty())
         continue;
       FindingNote Note;
@@ -1521,10 +1520,18 @@ void Analysis::checkFactoryInForward(const CallExpr *Call,
                   if (!CanFix || F.InMacro ||
                       !Module.locator().offsetIn(Context, F, RParen, Offset))
                     return;
-                  F.HasSecondRange = true;
-                  F.SecondOffset = Offset;
-                  F.SecondLength = 0;
-                  F.Names.push_back(", " + Option);
+                  // The whole call is replaced, so lint shows the new call
+                  // under the old one: the option goes before its `)`.
+                  const SourceManager &SM = Context.getSourceManager();
+                  bool Invalid = false;
+                  llvm::StringRef Code =
+                      SM.getBufferData(SM.getFileID(RParen), &Invalid);
+                  unsigned End = F.Offset + F.Length;
+                  if (Invalid || Offset < F.Offset || Offset >= End ||
+                      End > Code.size() || Code[Offset] != ')')
+                    return;
+                  F.replaceRangeWith(Code.slice(F.Offset, Offset).str() + ", " +
+                                     Option + Code.slice(Offset, End).str());
                 });
 }
 

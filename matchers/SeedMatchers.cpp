@@ -186,8 +186,7 @@ public:
                    "share");
       return;
     }
-    Finding F = Locator.make(Context, Seed->getSourceRange(), "R13", Check,
-                             FindingForm::OwnEdits);
+    Finding F = Locator.make(Context, Seed->getSourceRange(), "R13", Check);
     if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
       return;
     F.Message = "a seed drawn at run time differs by process, so ranks that "
@@ -413,8 +412,7 @@ private:
         After = Semi.getLocWithOffset(-1);
         break;
       }
-    Finding F = Locator.make(Context, SourceRange(After, After), "R13", Check,
-                             FindingForm::OwnEdits);
+    Finding F = Locator.make(Context, SourceRange(After, After), "R13", Check);
     if (F.FilePath.empty() || F.InMacro ||
         !Seen.insert({F.FilePath, F.Offset}).second)
       return false;
@@ -473,8 +471,7 @@ private:
 
   void noteUnshared(ASTContext &Context, const Expr *Sink,
                     llvm::StringRef Why) {
-    Finding F = Locator.make(Context, SourceRange(Sink->getBeginLoc()), "", "",
-                             FindingForm::ReportOnly);
+    Finding F = Locator.make(Context, SourceRange(Sink->getBeginLoc()), "", "");
     if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
       return;
     F.Length = 0;

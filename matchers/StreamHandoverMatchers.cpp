@@ -73,7 +73,7 @@ public:
         !Locator.isInRoot(Context, Cout->getBeginLoc()))
       return;
     Finding F = Locator.make(Context, Cout->getSourceRange(), "R7",
-                             "ddp-unguarded-output", FindingForm::OwnEdits);
+                             "ddp-unguarded-output");
     if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
       return;
     F.Message = "std::cout is handed to '" + Callee->getNameAsString() +

@@ -584,7 +584,6 @@ private:
             const std::string &Reason) {
     Finding F;
     F.RuleId = "R10";
-    F.Form = FindingForm::ReportOnly;
     F.FilePath = File;
     F.Line = Line;
     F.Column = 1;
@@ -599,7 +598,6 @@ private:
     Insertions[{File.Path, Offset}] += Text;
     Finding F;
     F.RuleId = "R10";
-    F.Form = FindingForm::BuildFileEdit;
     F.FilePath = File.Path;
     F.Offset = Offset;
     F.Line = 1 + llvm::StringRef(File.Text).take_front(Offset).count('\n');

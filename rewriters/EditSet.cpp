@@ -260,4 +260,41 @@ llvm::Expected<std::string> EditSet::apply(llvm::StringRef File) const {
   return clang::tooling::applyAllReplacements(*Code, *Formatted);
 }
 
+std::vector<clang::tooling::Replacement> editsFor(const Finding &F) {
+  std::vector<clang::tooling::Replacement> Edits;
+  if (F.InMacro || F.FilePath.empty() || !F.NotRewrittenReason.empty())
+    return Edits;
+  for (const FindingEdit &Edit : F.Edits)
+    Edits.emplace_back(F.FilePath, Edit.Offset, Edit.Length, Edit.Text);
+  return Edits;
+}
+
+std::optional<clang::tooling::Replacement> editFor(const Finding &F) {
+  std::vector<clang::tooling::Replacement> Edits = editsFor(F);
+  if (Edits.empty())
+    return std::nullopt;
+  if (Edits.size() == 1)
+    return Edits.front();
+  // Several edits (main's parameters and the init call; a guard's `{` and
+  // `}`): one replacement spanning them, the text between kept as it is.
+  std::sort(Edits.begin(), Edits.end());
+  unsigned Begin = Edits.front().getOffset();
+  unsigned End = Edits.back().getOffset() + Edits.back().getLength();
+  llvm::Expected<std::string> Code = readFile(F.FilePath);
+  if (!Code) {
+    llvm::consumeError(Code.takeError());
+    return std::nullopt;
+  }
+  if (End > Code->size())
+    return std::nullopt;
+  std::string Text;
+  unsigned At = Begin;
+  for (const clang::tooling::Replacement &Edit : Edits) {
+    Text += Code->substr(At, Edit.getOffset() - At);
+    Text += Edit.getReplacementText().str();
+    At = Edit.getOffset() + Edit.getLength();
+  }
+  return clang::tooling::Replacement(F.FilePath, Begin, End - Begin, Text);
+}
+
 } // namespace ddpify

@@ -2,7 +2,6 @@
 
 #include "ddpify/ReportRewriter.h"
 #include "ddpify/EditSet.h"
-#include "ddpify/Rewriter.h"
 #include "llvm/Support/Path.h"
 #include <map>
 #include <set>
@@ -82,10 +81,13 @@ std::string reportItemReason(const Finding &F) {
   return oneLine(Reason);
 }
 
+namespace {
+
+/// The `// ddpify: <id>: <reason>` comment migrate and diff put above a
+/// report item; empty when it is already there.
 std::vector<clang::tooling::Replacement> reportCommentFor(const Finding &F) {
   // Build files have no C++ comments: their items are in the report only.
   if (!isReportItem(F) || F.FilePath.empty() || F.RuleId == "R10" ||
-      F.Form == FindingForm::BuildFileEdit ||
       llvm::sys::path::filename(F.FilePath) == "CMakeLists.txt")
     return {};
   llvm::Expected<std::string> Code = readFile(F.FilePath);
@@ -120,6 +122,8 @@ std::vector<clang::tooling::Replacement> reportCommentFor(const Finding &F) {
   return {clang::tooling::Replacement(F.FilePath, LineStart - 1, 1,
                                       "\n" + Comment)};
 }
+
+} // namespace
 
 std::vector<clang::tooling::Replacement>
 reportComments(llvm::ArrayRef<Finding> Findings) {

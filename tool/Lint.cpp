@@ -5,7 +5,6 @@
 #include "Output.h"
 #include "ddpify/EditSet.h"
 #include "ddpify/Registry.h"
-#include "ddpify/Rewriter.h"
 #include "clang/Tooling/DiagnosticsYaml.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"

@@ -2,7 +2,7 @@
 
 #include "Output.h"
 #include "Lint.h"
-#include "ddpify/Rewriter.h"
+#include "ddpify/EditSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"

@@ -4,9 +4,9 @@
 #include "CompilerIncludes.h"
 #include "HeaderCache.h"
 #include "Report.h"
+#include "ddpify/EditSet.h"
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/Registry.h"
-#include "ddpify/Rewriter.h"
 #include "clang/AST/ASTConsumer.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
@@ -384,15 +384,14 @@ void dropUnmetRequirements(FindingList &Findings) {
   });
 }
 
-/// Whether the units' program facts (FindingForm::ProgramFact) show a main
-/// and nothing that trains.
+/// Whether the units' program facts (Finding::Provides) show a main and
+/// nothing that trains.
 bool trainsNothing(const FindingList &Findings) {
   bool HasMain = false, Trains = false;
-  for (const Finding &F : Findings)
-    if (F.Form == FindingForm::ProgramFact) {
-      HasMain |= F.NewName == "main";
-      Trains |= F.NewName == "trains";
-    }
+  for (const Finding &F : Findings) {
+    HasMain |= F.Provides == "program:main";
+    Trains |= F.Provides == "program:trains";
+  }
   return HasMain && !Trains;
 }
 

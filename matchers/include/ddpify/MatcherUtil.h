@@ -38,8 +38,7 @@ public:
   /// the range is not ours (system header, outside the root, invalid). A range
   /// from a macro expansion is located at the expansion, with InMacro set.
   Finding make(clang::ASTContext &Context, clang::SourceRange Range,
-               llvm::StringRef RuleId, llvm::StringRef CheckName,
-               FindingForm Form);
+               llvm::StringRef RuleId, llvm::StringRef CheckName);
 
   /// The file offset of Loc when it is a file location in the same file as
   /// F (a located Finding); false otherwise.

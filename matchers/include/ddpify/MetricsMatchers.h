@@ -65,7 +65,7 @@ struct MetricLoop {
   const clang::Stmt *Loop = nullptr;
   const clang::Stmt *Body = nullptr;
   /// The accumulators to all-reduce right after the loop, in declaration
-  /// order, each with its kind (see FindingForm::MetricReduce's Names).
+  /// order, each with its kind (MetricsMatchers.cpp: kindOf).
   std::vector<const clang::VarDecl *> Accumulators;
   std::vector<std::string> Kinds;
   /// Each accumulation that is not recognised (a metric-pattern report

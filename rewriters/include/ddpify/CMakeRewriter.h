@@ -52,8 +52,8 @@ struct CMakeMigration {
   /// Edits of CMakeLists.txt files (one per logical edit; insertions at the
   /// same offset already merged).
   std::vector<clang::tooling::Replacement> Edits;
-  /// A FindingForm::BuildFileEdit finding per logical edit (the report
-  /// counts them) and the report items (RuleId "R10", ids in
+  /// A finding per logical edit (made already, in Edits: the report counts
+  /// them) and the report items (RuleId "R10", ids in
   /// docs/report.md).
   FindingList Findings;
   /// Lines for the report's end: no build folder and no CMakeLists.txt (the

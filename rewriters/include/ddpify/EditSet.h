@@ -3,9 +3,11 @@
 #ifndef DDPIFY_EDITSET_H
 #define DDPIFY_EDITSET_H
 
+#include "ddpify/Finding.h"
 #include "clang/Tooling/Core/Replacement.h"
 #include "llvm/Support/Error.h"
 #include <map>
+#include <optional>
 #include <string>
 
 namespace ddpify {
@@ -80,6 +82,16 @@ private:
 /// The clang-format style Style means for File (see setFormatStyle), or why
 /// it has none (an unknown name, a .clang-format that does not parse).
 llvm::Error checkFormatStyle(llvm::StringRef Style, llvm::StringRef File);
+
+/// The edits F's rule computed, as replacements; none for a finding that is
+/// only reported (inside a macro expansion, with a NotRewrittenReason) or
+/// has no location.
+std::vector<clang::tooling::Replacement> editsFor(const Finding &F);
+
+/// editsFor(F) as one replacement (what lint shows and exports as the
+/// fix-it): several edits become one spanning them, the text between kept
+/// (read from F.FilePath); std::nullopt when there is none.
+std::optional<clang::tooling::Replacement> editFor(const Finding &F);
 
 /// Reads a whole file.
 llvm::Expected<std::string> readFile(llvm::StringRef Path);
