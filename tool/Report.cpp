@@ -3,7 +3,7 @@
 #include "Report.h"
 #include "Output.h"
 #include "ddpify/CMakeRewriter.h"
-#include "ddpify/ReportRewriter.h"
+#include "ddpify/ReportItems.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"

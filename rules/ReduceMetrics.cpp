@@ -1,0 +1,204 @@
+//===- ReduceMetrics.cpp - R11: metrics all-reduced -----------------------===//
+//
+// After R4 every loader gives each rank its share of the samples, so a loss
+// summed or a count of correct predictions taken over it, in a validation
+// loop or in the training loop itself, is this rank's part only. R11 finds
+// range-for loops over a torch data loader, and the locals declared before
+// such a loop (in the same function), updated in it by `+=`, `++` or `x = x +
+// ...` and read after it: the accumulators. Right after the loop, on every
+// rank, each becomes its global sum (`v = ddp::all_reduce(v);`,
+// `ddp::all_reduce(t);` for a tensor). An accumulation it does not recognise (a
+// maximum, a vector push_back, a member, a reference, a sum carried over an
+// enclosing loop) is a `metric-pattern` report item instead. A loop already
+// followed by the all-reduce statements, or by a collective of the user's own
+// in its block, is left alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddpify/MatcherUtil.h"
+#include "ddpify/Registry.h"
+#include "ddpify/Work.h"
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/ParentMap.h"
+#include "clang/ASTMatchers/ASTMatchers.h"
+#include "clang/Basic/SourceManager.h"
+#include "clang/Lex/Lexer.h"
+#include "llvm/ADT/SetVector.h"
+#include <set>
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+#include "ddpify/MetricLoops.h"
+
+namespace ddpify {
+
+namespace {
+
+/// The statement that all-reduces the accumulator Var of kind Kind
+/// (MetricLoops.cpp: kindOf): double and int64 go straight through
+/// ddp::all_reduce's overloads, other integers through int64_t, other floating
+/// types through double, a tensor and a container of numbers (per-class counts)
+/// in place; empty for a kind it does not know.
+std::string reduceStatement(const std::string &Var, llvm::StringRef Kind) {
+  if (Kind == "tensor" || Kind == "elements")
+    return "ddp::all_reduce(" + Var + ");";
+  if (Kind == "double" || Kind == "int64")
+    return Var + " = ddp::all_reduce(" + Var + ");";
+  auto [Family, Type] = Kind.split(':');
+  if (Type.empty())
+    return "";
+  llvm::StringRef Wide = Family == "int"     ? "int64_t"
+                         : Family == "float" ? "double"
+                                             : "";
+  if (Wide.empty())
+    return "";
+  return Var + " = static_cast<" + Type.str() +
+         ">(ddp::all_reduce(static_cast<" + Wide.str() + ">(" + Var + ")));";
+}
+
+class MetricsMatchers : public MatcherModule,
+                        public MatchFinder::MatchCallback {
+public:
+  MetricsMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
+      : Findings(Findings), Locator(ProjectRoot) {}
+
+  void registerMatchers(MatchFinder &Finder) override {
+    Finder.addMatcher(functionDecl(isDefinition()).bind("function"), this);
+  }
+
+  void onStartOfTranslationUnit() override {
+    Locator.reset();
+    Seen.clear();
+  }
+
+  void run(const MatchFinder::MatchResult &Result) override {
+    const auto *Function = Result.Nodes.getNodeAs<FunctionDecl>("function");
+    ASTContext &Context = *Result.Context;
+    // Template patterns are analysed through their instantiations, where the
+    // loader's type is known.
+    if (!Function || !Function->getBody() || Function->isDependentContext() ||
+        Context.getSourceManager().isInSystemHeader(Function->getLocation()))
+      return;
+    for (const MetricLoop &Loop : analyzeMetricLoops(Context, Function))
+      report(Context, Loop);
+  }
+
+private:
+  void report(ASTContext &Context, const MetricLoop &Loop) {
+    const SourceManager &SM = Context.getSourceManager();
+    for (const MetricLoop::Problem &Problem : Loop.Problems) {
+      Finding F = Locator.make(Context, SourceRange(Problem.Loc), "R11", "");
+      if (!F.FilePath.empty() &&
+          Seen.insert({F.FilePath, F.Offset, "metric-pattern"}).second) {
+        F.Length = 0;
+        F.ReportId = "metric-pattern";
+        F.NotRewrittenReason = Problem.Text;
+        F.Message = Problem.Text;
+        Findings.push_back(std::move(F));
+      }
+    }
+    if (Loop.Accumulators.empty())
+      return;
+    SourceLocation End = Loop.Loop->getEndLoc();
+    Finding F = Locator.make(
+        Context, SourceRange(Loop.Loop->getBeginLoc(), End), "R11", "");
+    if (F.FilePath.empty())
+      return;
+    std::string Names;
+    for (const VarDecl *Var : Loop.Accumulators)
+      Names += (Names.empty() ? "'" : ", '") + Var->getNameAsString() + "'";
+    F.Message = Names +
+                " summed over this rank's share of the data; "
+                "all-reduced after the loop so the reported figures are "
+                "global";
+    if (F.InMacro) {
+      if (Seen.insert({F.FilePath, F.Offset, "R11"}).second)
+        Findings.push_back(std::move(F));
+      return;
+    }
+    unsigned Offset = 0;
+    if (!insertionOffset(Context, Loop.Loop, Offset))
+      return;
+    bool Invalid = false;
+    FileID File = SM.getFileID(SM.getExpansionLoc(End));
+    llvm::StringRef Buffer = SM.getBufferData(File, &Invalid);
+    if (Invalid)
+      return;
+    unsigned Begin = SM.getFileOffset(Loop.Loop->getBeginLoc());
+    size_t LineStart = Buffer.rfind('\n', Begin == 0 ? 0 : Begin - 1);
+    LineStart =
+        LineStart == llvm::StringRef::npos || Begin == 0 ? 0 : LineStart + 1;
+    llvm::StringRef Line = Buffer.slice(LineStart, Begin);
+    std::string Indent =
+        Line.take_while([](char C) { return C == ' ' || C == '\t'; }).str();
+    F.Offset = Offset;
+    F.Length = 0;
+    F.Line = SM.getSpellingLineNumber(End);
+    F.Column = SM.getSpellingColumnNumber(End);
+    // One statement per accumulator, each on a line of its own, indented
+    // like the loop; none if one of them has no statement.
+    std::string Text;
+    for (size_t I = 0; I < Loop.Accumulators.size(); ++I) {
+      std::string Statement = reduceStatement(
+          Loop.Accumulators[I]->getNameAsString(), Loop.Kinds[I]);
+      if (Statement.empty()) {
+        Text.clear();
+        break;
+      }
+      Text += "\n" + Indent + Statement;
+    }
+    if (!Text.empty())
+      F.replaceRangeWith(Text);
+    if (Seen.insert({F.FilePath, F.Offset, "R11"}).second)
+      Findings.push_back(std::move(F));
+  }
+
+  /// Right after the loop's `}` (or its body's `;`); at the end of that
+  /// line when only blanks or a line comment follow, so the comment stays
+  /// with the loop.
+  static bool insertionOffset(ASTContext &Context, const Stmt *Loop,
+                              unsigned &Offset) {
+    const SourceManager &SM = Context.getSourceManager();
+    SourceLocation End = Loop->getEndLoc();
+    if (End.isInvalid() || End.isMacroID())
+      return false;
+    SourceLocation After;
+    if (*SM.getCharacterData(End) == '}')
+      After = End.getLocWithOffset(1);
+    else
+      After = Lexer::findLocationAfterToken(End, tok::semi, SM,
+                                            Context.getLangOpts(), false);
+    if (After.isInvalid())
+      return false;
+    bool Invalid = false;
+    llvm::StringRef Buffer = SM.getBufferData(SM.getFileID(After), &Invalid);
+    if (Invalid)
+      return false;
+    Offset = SM.getFileOffset(After);
+    size_t Next = Buffer.find_first_not_of(" \t", Offset);
+    if (Next == llvm::StringRef::npos)
+      Offset = Buffer.size();
+    else if (Buffer[Next] == '\n' || Buffer[Next] == '\r' ||
+             Buffer.substr(Next).starts_with("//"))
+      Offset = std::min(Buffer.find_first_of("\r\n", Next), Buffer.size());
+    return true;
+  }
+
+  FindingList &Findings;
+  FindingLocator Locator;
+  // One per translation unit: it memoises by declaration.
+  std::set<std::tuple<std::string, unsigned, std::string>> Seen;
+};
+
+const RuleInfo ReduceMetricsRows[] = {
+    {"R11", "",
+     "sums and counts over a sharded loader (validation or training) are "
+     "all-reduced after the loop"},
+};
+} // namespace
+
+extern const RuleUnit ReduceMetrics{ReduceMetricsRows,
+                                    createModule<MetricsMatchers>};
+
+} // namespace ddpify

@@ -1,0 +1,1503 @@
+//===- WrapModels.cpp - R5 SyncBatchNorm, R6 DDP wrap ---------------------===//
+//
+// R5 finds every written `torch::nn::BatchNorm{1,2,3}d` (the TORCH_MODULE
+// holder): member and local types, constructions such as
+// `torch::nn::BatchNorm2d(16)` in register_module, Sequential arguments,
+// push_back and braced initialisers. The name (with its qualifier) becomes
+// `ddp::SyncBatchNorm{1,2,3}d`, whose options type is the same. Left alone:
+// `as<torch::nn::BatchNorm2d>()` (SyncBatchNorm's Impl derives from the
+// BatchNorm Impl, so the check keeps working), the *Impl and *Options types,
+// and `typeid(...)` (an exact type test that the new type would change).
+//
+// R6: a model is trained when its parameters() reach a torch::optim optimizer
+// (its construction, make_unique/new of one, add_param_group), directly or
+// through a local vector. It is placed by `x.to(<torch::Device>)` on the
+// model itself or, when it has no placement of its own, on a helper's
+// parameter or a class member it was handed to. The wrap goes right after
+// the placement: a named local wrapper when the placement sits in the block
+// declaring the model (it dies just before the model), else
+// ddp::distribute(...), which lasts until exit and is idempotent at run time
+// (a helper called every epoch, several models through one helper).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddpify/MatcherUtil.h"
+#include "ddpify/Registry.h"
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/ParentMapContext.h"
+#include "clang/AST/RecursiveASTVisitor.h"
+#include "clang/ASTMatchers/ASTMatchers.h"
+#include "clang/Basic/SourceManager.h"
+#include "clang/Lex/Lexer.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include <algorithm>
+#include <set>
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+namespace ddpify {
+namespace {
+
+const Expr *skipImplicit(const Expr *E) {
+  while (E) {
+    const Expr *Next = E->IgnoreImplicit()->IgnoreParens();
+    if (const auto *Cleanups = dyn_cast<ExprWithCleanups>(Next))
+      Next = Cleanups->getSubExpr();
+    if (Next == E)
+      return E;
+    E = Next;
+  }
+  return E;
+}
+
+/// The variable, parameter or member an expression naming a model refers to:
+/// `model`, `model->`, `*net`, `std::move(model)`, `model.ptr()`, `model_`,
+/// `this->model_`, copies of them; nullptr for anything else.
+const ValueDecl *modelDeclOf(const Expr *E) {
+  for (int Depth = 0; E && Depth < 12; ++Depth) {
+    E = skipImplicit(E);
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+      return dyn_cast<VarDecl>(Ref->getDecl());
+    if (const auto *Member = dyn_cast<MemberExpr>(E))
+      return dyn_cast<FieldDecl>(Member->getMemberDecl());
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
+      OverloadedOperatorKind Kind = Op->getOperator();
+      if ((Kind != OO_Arrow && Kind != OO_Star) || Op->getNumArgs() != 1)
+        return nullptr;
+      E = Op->getArg(0);
+      continue;
+    }
+    if (const auto *Unary = dyn_cast<UnaryOperator>(E)) {
+      if (Unary->getOpcode() != UO_Deref && Unary->getOpcode() != UO_AddrOf)
+        return nullptr;
+      E = Unary->getSubExpr();
+      continue;
+    }
+    if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E)) {
+      const CXXMethodDecl *Method = Member->getMethodDecl();
+      if (!Method || Member->getNumArgs() != 0 ||
+          !(Method->getName() == "ptr" || Method->getName() == "get"))
+        return nullptr;
+      E = Member->getImplicitObjectArgument();
+      continue;
+    }
+    if (const auto *Call = dyn_cast<CallExpr>(E)) {
+      const FunctionDecl *Callee = Call->getDirectCallee();
+      if (!Callee || Call->getNumArgs() != 1 ||
+          Callee->getQualifiedNameAsString() != "std::move")
+        return nullptr;
+      E = Call->getArg(0);
+      continue;
+    }
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(E)) {
+      // Copies and moves of holders and shared_ptrs share the module.
+      if (Construct->getNumArgs() != 1 ||
+          !Construct->getConstructor()->isCopyOrMoveConstructor())
+        return nullptr;
+      E = Construct->getArg(0);
+      continue;
+    }
+    return nullptr;
+  }
+  return nullptr;
+}
+
+bool derivesFrom(const CXXRecordDecl *Class, llvm::StringRef QualifiedName) {
+  if (!Class)
+    return false;
+  if (Class->getQualifiedNameAsString() == QualifiedName)
+    return true;
+  if (!Class->hasDefinition())
+    return false;
+  for (const CXXBaseSpecifier &Base : Class->bases())
+    if (derivesFrom(Base.getType()->getAsCXXRecordDecl(), QualifiedName))
+      return true;
+  return false;
+}
+
+/// The class a value of Type is, or points or refers to.
+const CXXRecordDecl *classOf(QualType Type) {
+  // A dependent or erroneous initialiser (a ParenListExpr) has no type.
+  if (Type.isNull())
+    return nullptr;
+  Type = Type.getNonReferenceType();
+  if (Type->isPointerType())
+    Type = Type->getPointeeType();
+  return Type.getCanonicalType()->getAsCXXRecordDecl();
+}
+
+/// Whether Class is one of the class templates Wrappers instantiated for a
+/// class deriving from Base (std::shared_ptr<NetImpl>, ...).
+bool wrapsDerived(const CXXRecordDecl *Class,
+                  llvm::ArrayRef<llvm::StringRef> Wrappers,
+                  llvm::StringRef Base) {
+  const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(Class);
+  if (!Spec || Spec->getTemplateArgs().size() == 0 ||
+      !llvm::is_contained(Wrappers, Spec->getQualifiedNameAsString()))
+    return false;
+  const TemplateArgument &Arg = Spec->getTemplateArgs()[0];
+  return Arg.getKind() == TemplateArgument::Type &&
+         derivesFrom(Arg.getAsType()->getAsCXXRecordDecl(), Base);
+}
+
+/// An optimizer, a pointer or reference to one, or a smart pointer to one.
+bool isOptimizerType(QualType Type) {
+  const CXXRecordDecl *Class = classOf(Type);
+  return derivesFrom(Class, "torch::optim::Optimizer") ||
+         wrapsDerived(Class, {"std::unique_ptr", "std::shared_ptr"},
+                      "torch::optim::Optimizer");
+}
+
+bool isModuleType(QualType Type) {
+  const CXXRecordDecl *Class = classOf(Type);
+  if (!Class)
+    return false;
+  if (derivesFrom(Class, "torch::nn::Module"))
+    return true;
+  // TORCH_MODULE holders (Net derives from ModuleHolder<NetImpl>) and
+  // std::shared_ptr<NetImpl>.
+  if (!isa<ClassTemplateSpecializationDecl>(Class) &&
+      derivesFrom(Class, "torch::nn::ModuleHolder"))
+    for (const CXXBaseSpecifier &Base : Class->bases())
+      if (isModuleType(Base.getType()))
+        return true;
+  return wrapsDerived(Class, {"std::shared_ptr", "torch::nn::ModuleHolder"},
+                      "torch::nn::Module");
+}
+
+bool isLoop(const Stmt *S) {
+  return isa<ForStmt>(S) || isa<WhileStmt>(S) || isa<DoStmt>(S) ||
+         isa<CXXForRangeStmt>(S);
+}
+
+/// The names declared in a function, so a new wrapper shadows none.
+struct NameCollector : RecursiveASTVisitor<NameCollector> {
+  std::set<std::string> *Names = nullptr;
+  bool VisitNamedDecl(NamedDecl *D) {
+    if (D->getIdentifier())
+      Names->insert(D->getName().str());
+    return true;
+  }
+};
+
+class WrapMatchers : public MatcherModule, public MatchFinder::MatchCallback {
+public:
+  WrapMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
+      : Findings(Findings), Locator(ProjectRoot) {}
+
+  void registerMatchers(MatchFinder &Finder) override {
+    auto OnModule = cxxMethodDecl(ofClass(cxxRecordDecl(
+        isSameOrDerivedFrom(cxxRecordDecl(hasName("::torch::nn::Module"))))));
+    Finder.addMatcher(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName(
+                                            "parameters", "named_parameters"))),
+                                        callee(OnModule))
+                          .bind("params"),
+                      this);
+    Finder.addMatcher(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("to"))),
+                                        callee(OnModule))
+                          .bind("placement"),
+                      this);
+    // Already wrapped: a DistributedDataParallel built from the model, or
+    // ddp::distribute (or ddp::distributed_parameters) called on it.
+    Finder.addMatcher(
+        cxxConstructExpr(
+            hasDeclaration(cxxConstructorDecl(
+                ofClass(cxxRecordDecl(isSameOrDerivedFrom(cxxRecordDecl(
+                    hasName("::ddp::DistributedDataParallelBase"))))))))
+            .bind("wrapper"),
+        this);
+    Finder.addMatcher(
+        callExpr(callee(functionDecl(hasAnyName(
+                     "::ddp::distribute", "::ddp::distributed_parameters"))))
+            .bind("distribute"),
+        this);
+    Finder.addMatcher(functionDecl(isMain(), isDefinition()).bind("main"),
+                      this);
+    // A program that initialises DDP: lint reports its unwrapped models.
+    Finder.addMatcher(
+        callExpr(callee(functionDecl(hasName("::ddp::init")))).bind("init"),
+        this);
+    // Where a model goes: call arguments, member initialisers, assignments.
+    Finder.addMatcher(callExpr().bind("call"), this);
+    Finder.addMatcher(cxxConstructExpr().bind("construct"), this);
+    Finder.addMatcher(
+        cxxCtorInitializer(isMemberInitializer()).bind("memberInit"), this);
+    Finder.addMatcher(binaryOperator(hasOperatorName("=")).bind("assign"),
+                      this);
+    Finder.addMatcher(
+        cxxOperatorCallExpr(hasOverloadedOperatorName("=")).bind("assignOp"),
+        this);
+    Finder.addMatcher(varDecl(hasInitializer(expr())).bind("var"), this);
+    Finder.addMatcher(declRefExpr(to(varDecl())).bind("ref"), this);
+    Finder.addMatcher(
+        stmt(anyOf(forStmt(), whileStmt(), doStmt(), cxxForRangeStmt()))
+            .bind("loop"),
+        this);
+  }
+
+  void onStartOfTranslationUnit() override {
+    Locator.reset();
+    ParamCalls.clear();
+    Placements.clear();
+    Wrapped.clear();
+    Edges.clear();
+    VarRefs.clear();
+    Opaque.clear();
+    Loops.clear();
+    InitialisesDdp = false;
+    HasMain = false;
+    Trains = false;
+  }
+
+  void run(const MatchFinder::MatchResult &Result) override {
+    Context = Result.Context;
+    const BoundNodes &Nodes = Result.Nodes;
+    if (const auto *Call = Nodes.getNodeAs<CXXMemberCallExpr>("params")) {
+      ParamCalls.push_back(Call);
+    } else if (const auto *Call =
+                   Nodes.getNodeAs<CXXMemberCallExpr>("placement")) {
+      const CXXMethodDecl *Method = Call->getMethodDecl();
+      if (Method && Method->getNumParams() > 0 &&
+          isRecordNamed(Method->getParamDecl(0)->getType(), "c10::Device"))
+        Placements.push_back(Call);
+    } else if (const auto *Wrapper =
+                   Nodes.getNodeAs<CXXConstructExpr>("wrapper")) {
+      for (const Expr *Arg : Wrapper->arguments())
+        if (const ValueDecl *Decl = modelDeclOf(Arg))
+          Wrapped.insert(canonical(Decl));
+    } else if (const auto *Main = Nodes.getNodeAs<FunctionDecl>("main")) {
+      HasMain |= Locator.isInRoot(*Context, Main->getLocation());
+    } else if (Nodes.getNodeAs<CallExpr>("init")) {
+      InitialisesDdp = true;
+    } else if (const auto *Call = Nodes.getNodeAs<CallExpr>("distribute")) {
+      if (Call->getNumArgs() > 0)
+        if (const ValueDecl *Decl = modelDeclOf(Call->getArg(0)))
+          Wrapped.insert(canonical(Decl));
+    } else if (const auto *Call = Nodes.getNodeAs<CallExpr>("call")) {
+      noteTraining(Call);
+      if (!isa<CXXOperatorCallExpr>(Call))
+        if (const FunctionDecl *Callee = Call->getDirectCallee())
+          noteArguments(Callee, Call->getArgs(), Call->getNumArgs(), Call);
+    } else if (const auto *Construct =
+                   Nodes.getNodeAs<CXXConstructExpr>("construct")) {
+      Trains |= isOptimizerType(Construct->getType()) &&
+                Locator.isInRoot(*Context, Construct->getBeginLoc());
+      noteArguments(Construct->getConstructor(), Construct->getArgs(),
+                    Construct->getNumArgs(), Construct);
+    } else if (const auto *Init =
+                   Nodes.getNodeAs<CXXCtorInitializer>("memberInit")) {
+      noteCopy(Init->getMember(), Init->getInit(), nullptr);
+    } else if (const auto *Assign = Nodes.getNodeAs<BinaryOperator>("assign")) {
+      noteCopy(modelDeclOf(Assign->getLHS()), Assign->getRHS(), Assign);
+    } else if (const auto *Assign =
+                   Nodes.getNodeAs<CXXOperatorCallExpr>("assignOp")) {
+      if (Assign->getNumArgs() == 2)
+        noteCopy(modelDeclOf(Assign->getArg(0)), Assign->getArg(1), Assign);
+    } else if (const auto *Var = Nodes.getNodeAs<VarDecl>("var")) {
+      // `auto &m = model;`, `auto net = model;` (a holder copy shares it).
+      noteCopy(Var, Var->getInit(), Var->getInit());
+    } else if (const auto *Ref = Nodes.getNodeAs<DeclRefExpr>("ref")) {
+      VarRefs.push_back(Ref);
+    } else if (const auto *Loop = Nodes.getNodeAs<Stmt>("loop")) {
+      Loops.push_back(Loop->getSourceRange());
+    }
+  }
+
+  void onEndOfTranslationUnit() override {
+    if (!Context)
+      return;
+    collectRoots();
+    decide();
+    if (HasMain)
+      addFact("program:main");
+    if (Trains)
+      addFact("program:trains");
+    Context = nullptr;
+  }
+
+private:
+  struct Root {
+    const ValueDecl *Decl = nullptr;
+    /// A parameters() call reaching its optimizer: where a report goes.
+    const CXXMemberCallExpr *Site = nullptr;
+  };
+
+  /// A chosen wrap point.
+  struct Wrap {
+    const CXXMemberCallExpr *Placement = nullptr;
+    bool Distribute = false;
+    /// The model declaration placed there.
+    const ValueDecl *Model = nullptr;
+  };
+
+  void addFact(llvm::StringRef Fact) {
+    Finding F;
+    F.RuleId = "R6";
+    F.Provides = Fact.str();
+    Findings.push_back(std::move(F));
+  }
+
+  /// Lint flags an unwrapped model only in a program that is distributed
+  /// already; migrate wraps it either way.
+  std::string checkName() const {
+    return InitialisesDdp ? "ddp-unwrapped-model" : "";
+  }
+
+  static bool isRecordNamed(QualType Type, llvm::StringRef QualifiedName) {
+    const auto *Record =
+        Type.getNonReferenceType().getCanonicalType()->getAsCXXRecordDecl();
+    return Record && Record->getQualifiedNameAsString() == QualifiedName;
+  }
+
+  /// A module class held by value (`struct Net : torch::nn::Module`): a copy
+  /// is another module, not an alias.
+  static bool isPlainModule(QualType Type) {
+    const CXXRecordDecl *Class =
+        Type.getNonReferenceType().getCanonicalType()->getAsCXXRecordDecl();
+    return Class && derivesFrom(Class, "torch::nn::Module");
+  }
+
+  /// Parameters of a function declared twice are those of its definition,
+  /// where the placements are.
+  static const ValueDecl *canonical(const ValueDecl *Decl) {
+    const auto *Param = dyn_cast<ParmVarDecl>(Decl);
+    if (!Param)
+      return Decl;
+    const auto *Function =
+        dyn_cast_or_null<FunctionDecl>(Param->getDeclContext());
+    if (!Function)
+      return Decl;
+    const FunctionDecl *Definition = Function->getDefinition();
+    unsigned Index = Param->getFunctionScopeIndex();
+    if (Definition && Index < Definition->getNumParams())
+      return Definition->getParamDecl(Index);
+    return Decl;
+  }
+
+  /// An optimizer step, or a call of the program's own code whose body this
+  /// unit does not hold (it may train), in the program's code: it trains.
+  void noteTraining(const CallExpr *Call) {
+    if (Trains)
+      return;
+    bool Step = false;
+    if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
+      if (const CXXMethodDecl *Method = Member->getMethodDecl())
+        Step = Method->getName() == "step" &&
+               isOptimizerType(Member->getImplicitObjectArgument()->getType());
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    bool Unseen = !Step && Callee && !Callee->isDefined() &&
+                  !Callee->getBuiltinID() &&
+                  Locator.isInRoot(*Context, Callee->getLocation());
+    Trains =
+        (Step || Unseen) && Locator.isInRoot(*Context, Call->getBeginLoc());
+  }
+
+  /// LibTorch and the standard library, which never place a model they are
+  /// given (torch::load, clip_grad_norm_, ...): in a system header, or in
+  /// their namespaces wherever their headers are found (LibTorch is often
+  /// included with -I).
+  bool isLibraryFunction(const FunctionDecl *Callee) const {
+    const SourceManager &SM = Context->getSourceManager();
+    if (SM.isInSystemHeader(SM.getExpansionLoc(Callee->getLocation())))
+      return true;
+    std::string Qualified = Callee->getQualifiedNameAsString();
+    return llvm::any_of(
+        std::initializer_list<llvm::StringRef>{
+            "torch::", "at::", "c10::", "std::"},
+        [&](llvm::StringRef Library) {
+          return llvm::StringRef(Qualified).starts_with(Library);
+        });
+  }
+
+  /// A model passed to a function or constructor of the user's code is an
+  /// alias of its parameter there (by reference, holder, shared_ptr or
+  /// pointer; a plain module copied by value is another module).
+  void noteArguments(const FunctionDecl *Callee, const Expr *const *Args,
+                     unsigned NumArgs, const Expr *Site) {
+    if (!Callee)
+      return;
+    const SourceManager &SM = Context->getSourceManager();
+    if (isLibraryFunction(Callee))
+      return;
+    const FunctionDecl *Definition = Callee->getDefinition();
+    if (!Definition || !Definition->hasBody()) {
+      // A body ddpify does not read (outside the root): it may be where the
+      // model is placed; the report says so.
+      for (unsigned I = 0; I < NumArgs; ++I)
+        if (const ValueDecl *From = modelDeclOf(Args[I]))
+          if (isModuleType(From->getType()))
+            Opaque.push_back({canonical(From), Callee, Site});
+      return;
+    }
+    if (SM.isInSystemHeader(SM.getExpansionLoc(Definition->getLocation())))
+      return;
+    for (unsigned I = 0; I < NumArgs && I < Definition->getNumParams(); ++I) {
+      const ParmVarDecl *Param = Definition->getParamDecl(I);
+      QualType Type = Param->getType();
+      if (!isModuleType(Type) ||
+          (!Type->isReferenceType() && !Type->isPointerType() &&
+           isPlainModule(Type)))
+        continue;
+      if (const ValueDecl *From = modelDeclOf(Args[I]))
+        Edges.push_back({canonical(From), Param, Site});
+    }
+  }
+
+  void noteCopy(const ValueDecl *To, const Expr *Value, const Expr *Site) {
+    if (!To || !Value || !isModuleType(To->getType()))
+      return;
+    QualType Type = To->getType();
+    if (!Type->isReferenceType() && !Type->isPointerType() &&
+        isPlainModule(Type))
+      return;
+    if (const ValueDecl *From = modelDeclOf(Value))
+      if (From != To)
+        Edges.push_back({canonical(From), canonical(To), Site});
+  }
+
+  // --- Which models are trained --------------------------------------------
+
+  /// Whether E is (or reaches, walking up through expressions) an
+  /// optimizer. A local initialised from it (`auto params =
+  /// model->parameters();`) is returned in Via for a second look.
+  bool reachesOptimizer(const Expr *E, const VarDecl *&Via) {
+    Via = nullptr;
+    DynTypedNode Node = DynTypedNode::create(*E);
+    for (int Depth = 0; Depth < 32; ++Depth) {
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty())
+        return false;
+      Node = Parents[0];
+      if (const auto *Parent = Node.get<Expr>()) {
+        if (isOptimizerType(Parent->getType()))
+          return true;
+        if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Parent))
+          if (const Expr *Object = Member->getImplicitObjectArgument())
+            if (isOptimizerType(Object->getType()))
+              return true; // add_param_group
+        continue;
+      }
+      if (const auto *Var = Node.get<VarDecl>()) {
+        if (isOptimizerType(Var->getType()))
+          return true;
+        Via = Var;
+        return false;
+      }
+      return false;
+    }
+    return false;
+  }
+
+  /// Whether E's value reaches an optimizer: directly, through a local
+  /// initialised from it, through a std::vector it is appended to
+  /// (`params.insert(params.end(), p.begin(), p.end())`, `push_back`,
+  /// `emplace_back`), or through a range-for over it whose element is
+  /// (`for (auto &p : dec->parameters()) params.push_back(p);`).
+  bool flowsToOptimizer(const Expr *E,
+                        llvm::SmallPtrSetImpl<const VarDecl *> &Visited) {
+    const VarDecl *Via = nullptr;
+    if (reachesOptimizer(E, Via))
+      return true;
+    if (Via)
+      return varFlowsToOptimizer(Via, Visited);
+    DynTypedNode Node = DynTypedNode::create(*E);
+    for (int Steps = 0; Steps < 32; ++Steps) {
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty() || !Parents[0].get<Expr>())
+        return false;
+      if (const auto *Append = Parents[0].get<CXXMemberCallExpr>())
+        if (const VarDecl *Target = appendedTo(Append))
+          if (Node.get<Expr>() != Append->getImplicitObjectArgument())
+            return varFlowsToOptimizer(Target, Visited);
+      Node = Parents[0];
+    }
+    return false;
+  }
+
+  /// The local vector `V.insert(...)`, `V.push_back(...)` or
+  /// `V.emplace_back(...)` appends to.
+  static const VarDecl *appendedTo(const CXXMemberCallExpr *Call) {
+    const CXXMethodDecl *Method = Call->getMethodDecl();
+    if (!Method || !Method->getIdentifier())
+      return nullptr;
+    llvm::StringRef Name = Method->getName();
+    if ((Name != "insert" && Name != "push_back" && Name != "emplace_back") ||
+        Method->getParent()->getQualifiedNameAsString() != "std::vector")
+      return nullptr;
+    const auto *Ref = dyn_cast_or_null<DeclRefExpr>(
+        skipImplicit(Call->getImplicitObjectArgument()));
+    return Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+  }
+
+  /// Whether a use of Var flows to an optimizer; for the hidden range of a
+  /// range-for, a use of its element in the loop's body.
+  bool varFlowsToOptimizer(const VarDecl *Var,
+                           llvm::SmallPtrSetImpl<const VarDecl *> &Visited) {
+    if (Visited.size() > 16 || !Visited.insert(Var).second)
+      return false;
+    if (Var->isImplicit()) {
+      DynTypedNodeList Parents = Context->getParents(*Var);
+      const auto *Decl = Parents.empty() ? nullptr : Parents[0].get<DeclStmt>();
+      if (!Decl)
+        return false;
+      DynTypedNodeList Above = Context->getParents(*Decl);
+      const auto *Range =
+          Above.empty() ? nullptr : Above[0].get<CXXForRangeStmt>();
+      if (!Range || Range->getRangeStmt() != Decl || !Range->getLoopVariable())
+        return false;
+      return varFlowsToOptimizer(Range->getLoopVariable(), Visited);
+    }
+    for (const DeclRefExpr *Ref : VarRefs)
+      if (Ref->getDecl() == Var && flowsToOptimizer(Ref, Visited))
+        return true;
+    return false;
+  }
+
+  void collectRoots() {
+    Roots.clear();
+    for (const CXXMemberCallExpr *Call : ParamCalls) {
+      const ValueDecl *Model = modelDeclOf(Call->getImplicitObjectArgument());
+      if (!Model)
+        continue;
+      llvm::SmallPtrSet<const VarDecl *, 8> Visited;
+      if (!flowsToOptimizer(Call, Visited))
+        continue;
+      // A template's pattern: its instantiations are followed instead.
+      if (Model->getDeclContext()->isDependentContext())
+        continue;
+      Model = canonical(Model);
+      bool Known = false;
+      for (const Root &R : Roots)
+        Known |= R.Decl == Model;
+      if (!Known)
+        Roots.push_back({Model, Call});
+    }
+  }
+
+  /// Decls the model reaches through calls and copies (Forward) or that
+  /// reach it (backward).
+  std::vector<const ValueDecl *> reachable(const ValueDecl *From,
+                                           bool Forward) const {
+    std::vector<const ValueDecl *> Seen{From};
+    for (size_t I = 0; I < Seen.size() && Seen.size() < 64; ++I)
+      for (const Edge &E : Edges) {
+        const ValueDecl *Next = nullptr;
+        if (Forward && E.From == Seen[I])
+          Next = E.To;
+        else if (!Forward && E.To == Seen[I])
+          Next = E.From;
+        if (Next && std::find(Seen.begin(), Seen.end(), Next) == Seen.end())
+          Seen.push_back(Next);
+      }
+    return Seen;
+  }
+
+  bool isWrapped(const ValueDecl *Model) const {
+    for (bool Forward : {true, false})
+      for (const ValueDecl *Decl : reachable(Model, Forward))
+        if (Wrapped.count(Decl))
+          return true;
+    return false;
+  }
+
+  std::vector<const CXXMemberCallExpr *>
+  placementsOf(const ValueDecl *Decl) const {
+    std::vector<const CXXMemberCallExpr *> Found;
+    for (const CXXMemberCallExpr *Call : Placements)
+      if (const ValueDecl *Target =
+              modelDeclOf(Call->getImplicitObjectArgument()))
+        if (canonical(Target) == Decl)
+          Found.push_back(Call);
+    return Found;
+  }
+
+  /// A hand-over at Site after a loop that follows Optimizer, e.g. a trained
+  /// model given to an evaluation class after training: not where it is
+  /// placed for training.
+  bool afterTraining(const Expr *Site, const Expr *Optimizer) const {
+    const SourceManager &SM = Context->getSourceManager();
+    if (!Site)
+      return false;
+    SourceLocation At = SM.getExpansionLoc(Site->getBeginLoc());
+    SourceLocation Trained = SM.getExpansionLoc(Optimizer->getBeginLoc());
+    if (SM.getFileID(At) != SM.getFileID(Trained) ||
+        !SM.isBeforeInTranslationUnit(Trained, At))
+      return false;
+    for (SourceRange Loop : Loops) {
+      SourceLocation Begin = SM.getExpansionLoc(Loop.getBegin());
+      SourceLocation End = SM.getExpansionLoc(Loop.getEnd());
+      if (SM.isBeforeInTranslationUnit(Trained, Begin) &&
+          SM.isBeforeInTranslationUnit(End, At))
+        return true;
+    }
+    return false;
+  }
+
+  bool before(const Stmt *A, const Stmt *B) const {
+    const SourceManager &SM = Context->getSourceManager();
+    return SM.isBeforeInTranslationUnit(SM.getExpansionLoc(A->getBeginLoc()),
+                                        SM.getExpansionLoc(B->getBeginLoc()));
+  }
+
+  /// Where the modules that reach Decl through calls and copies were made:
+  /// the models among Decl and what reaches it that nothing reaches (a
+  /// helper's parameter stands for its callers' models).
+  std::vector<const ValueDecl *> ownersOf(const ValueDecl *Decl) const {
+    std::vector<const ValueDecl *> Owners;
+    for (const ValueDecl *D : reachable(Decl, /*Forward=*/false)) {
+      bool Reached = false;
+      for (const Edge &E : Edges)
+        Reached |= E.To == D && E.From != D;
+      if (!Reached)
+        Owners.push_back(D);
+    }
+    return Owners;
+  }
+
+  /// The placements of Model's aliases (where it was handed to: a helper's
+  /// parameter, a member) before training at R.
+  std::vector<const CXXMemberCallExpr *> aliasPlacements(const ValueDecl *Model,
+                                                         const Root &R) const {
+    std::vector<const CXXMemberCallExpr *> Found;
+    std::vector<const ValueDecl *> Seen{Model};
+    for (size_t I = 0; I < Seen.size() && Seen.size() < 64; ++I)
+      for (const Edge &E : Edges) {
+        if (E.From != Seen[I] ||
+            std::find(Seen.begin(), Seen.end(), E.To) != Seen.end())
+          continue;
+        if (I == 0 && afterTraining(E.Site, R.Site))
+          continue;
+        Seen.push_back(E.To);
+        for (const CXXMemberCallExpr *Call : placementsOf(E.To))
+          if (std::find(Found.begin(), Found.end(), Call) == Found.end())
+            Found.push_back(Call);
+      }
+    return Found;
+  }
+
+  const FunctionDecl *opaqueHandOver(const ValueDecl *Model,
+                                     const Root &R) const {
+    const FunctionDecl *HandedTo = nullptr;
+    for (const OpaqueCall &Call : Opaque)
+      if (Call.Model == Model && !afterTraining(Call.Site, R.Site))
+        HandedTo = Call.Callee;
+    return HandedTo;
+  }
+
+  /// Declared in the project: its body, if not here, is in another unit.
+  bool isProjectFunction(const FunctionDecl *Function) {
+    return Locator.isInRoot(*Context,
+                            Function->getCanonicalDecl()->getLocation());
+  }
+
+  using DirectWraps = std::vector<std::pair<const Root *, Wrap>>;
+  using AliasWraps =
+      std::vector<std::pair<const CXXMemberCallExpr *, const Root *>>;
+
+  /// Model's wrap for the training at R: after its first placement (Direct),
+  /// after the placements of what it is handed to (ViaAlias), or a report
+  /// when it is handed to code ddpify does not read. False when it has none
+  /// of these: it is not placed anywhere ddpify sees.
+  bool placeOrReport(const ValueDecl *Model, const Root &R, DirectWraps &Direct,
+                     AliasWraps &ViaAlias) {
+    std::vector<const CXXMemberCallExpr *> Own = placementsOf(Model);
+    if (!Own.empty()) {
+      const CXXMemberCallExpr *First = Own.front();
+      for (const CXXMemberCallExpr *Call : Own)
+        if (before(Call, First))
+          First = Call;
+      Direct.push_back({&R, {First, false, Model}});
+      return true;
+    }
+    std::vector<const CXXMemberCallExpr *> Found = aliasPlacements(Model, R);
+    if (!Found.empty()) {
+      for (const CXXMemberCallExpr *Call : Found)
+        ViaAlias.push_back({Call, &R});
+      return true;
+    }
+    const FunctionDecl *HandedTo = opaqueHandOver(Model, R);
+    if (!HandedTo)
+      return false;
+    // A function of the project defined in another unit: whether or not it
+    // places the model, placing and wrapping it before its optimizer is
+    // built is right (a second placement on the same device does nothing).
+    if (isProjectFunction(HandedTo))
+      return false;
+    std::string Name = Model->getName().str();
+    reportAt(R.Site, "trained model '" + Name + "' is handed to '" +
+                         HandedTo->getNameAsString() +
+                         "', whose body ddpify does not read (outside the "
+                         "project root); if it places the model, wrap the "
+                         "model by hand right after that call: "
+                         "ddp::DistributedDataParallel " +
+                         Name + "_ddp(" + Name + ");");
+    return true;
+  }
+
+  void decide() {
+    DirectWraps Direct;
+    AliasWraps ViaAlias;
+    std::vector<std::pair<const ValueDecl *, const Root *>> Unplaced;
+    for (const Root &R : Roots) {
+      if (isWrapped(R.Decl))
+        continue;
+      // A helper's parameter stands for its callers' models: the model
+      // itself when it has a placement (or a hand-over) of its own, else each
+      // model that reaches it, else it is where the module was made.
+      if (placeOrReport(R.Decl, R, Direct, ViaAlias))
+        continue;
+      std::vector<const ValueDecl *> Owners = ownersOf(R.Decl);
+      llvm::erase(Owners, R.Decl);
+      if (Owners.empty())
+        Unplaced.push_back({R.Decl, &R});
+      for (const ValueDecl *Owner : Owners)
+        if (!placeOrReport(Owner, R, Direct, ViaAlias))
+          Unplaced.push_back({Owner, &R});
+    }
+    // A model that also reaches a helper wrapping with ddp::distribute is
+    // wrapped with ddp::distribute too: two wrappers on one module would be
+    // an error at run time, two distribute calls are one wrapper.
+    for (auto &[Owner, W] : Direct)
+      for (const ValueDecl *Alias : reachable(W.Model, /*Forward=*/true))
+        for (const auto &[Call, Unused] : ViaAlias)
+          if (const ValueDecl *Target =
+                  modelDeclOf(Call->getImplicitObjectArgument()))
+            if (canonical(Target) == Alias)
+              W.Distribute = true;
+    std::set<const CXXMemberCallExpr *> Done;
+    for (auto &[Owner, W] : Direct)
+      if (Done.insert(W.Placement).second)
+        wrapAfter(W.Placement, W.Model, W.Distribute, *Owner);
+    for (const auto &[Call, Owner] : ViaAlias)
+      if (Done.insert(Call).second)
+        wrapAfter(Call,
+                  canonical(modelDeclOf(Call->getImplicitObjectArgument())),
+                  /*ForceDistribute=*/true, *Owner);
+    std::set<const ValueDecl *> Made;
+    for (const auto &[Model, Owner] : Unplaced)
+      if (Made.insert(Model).second)
+        wrapWhereMade(Model, *Owner);
+  }
+
+  // --- The wrap point ------------------------------------------------------
+
+  void reportAt(const Stmt *Site, const std::string &Reason) {
+    Finding F =
+        Locator.make(*Context, Site->getSourceRange(), "R6", checkName());
+    if (F.FilePath.empty())
+      return;
+    F.InMacro = false;
+    F.MacroName.clear();
+    F.ReportId = "model-not-wrapped";
+    // Every rank would train a model of its own: the program is wrong.
+    F.Level = ReportLevel::Error;
+    F.NotRewrittenReason = Reason;
+    F.Message = Reason;
+    Findings.push_back(std::move(F));
+  }
+
+  std::string text(SourceRange Range) const {
+    return Lexer::getSourceText(CharSourceRange::getTokenRange(Range),
+                                Context->getSourceManager(),
+                                Context->getLangOpts())
+        .str();
+  }
+
+  /// The object a placement is called on, as the wrapper takes it: `model`
+  /// in `model->to(d)` (holder, shared_ptr) and `model.to(d)`, `*net` for a
+  /// raw pointer `net->to(d)` (the runtime's reference constructor).
+  std::string objectText(const CXXMemberCallExpr *Call) const {
+    const auto *Callee =
+        dyn_cast<MemberExpr>(Call->getCallee()->IgnoreParens());
+    if (!Callee)
+      return "";
+    const Expr *Base = Callee->getBase()->IgnoreImpCasts();
+    bool RawPointer = Callee->isArrow();
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Base))
+      if (Op->getOperator() == OO_Arrow && Op->getNumArgs() == 1) {
+        Base = Op->getArg(0);
+        RawPointer = false;
+      }
+    Base = Base->IgnoreImpCasts();
+    std::string Text = text(Base->getSourceRange());
+    if (!RawPointer || Text.empty())
+      return Text;
+    bool Simple =
+        isa<DeclRefExpr>(Base) || isa<MemberExpr>(Base) || isa<ParenExpr>(Base);
+    return Simple ? "*" + Text : "*(" + Text + ")";
+  }
+
+  /// Wraps Model (Owner's model itself, or where Owner's model was handed
+  /// to) after its placement Call, or reports why not.
+  void wrapAfter(const CXXMemberCallExpr *Call, const ValueDecl *Model,
+                 bool ForceDistribute, const Root &Owner) {
+    const SourceManager &SM = Context->getSourceManager();
+    std::string Name = Model ? Model->getName().str() : "the model";
+    std::string How = "; wrap it by hand right after its placement (ddp::"
+                      "DistributedDataParallel for a local, ddp::distribute "
+                      "otherwise)";
+    if (Call->getBeginLoc().isMacroID() || Call->getEndLoc().isMacroID()) {
+      std::string Macro = std::string(Lexer::getImmediateMacroName(
+          Call->getBeginLoc().isMacroID() ? Call->getBeginLoc()
+                                          : Call->getEndLoc(),
+          SM, Context->getLangOpts()));
+      reportAt(Call, "the placement of trained model '" + Name +
+                         "' is inside the expansion of macro '" + Macro + "'" +
+                         How);
+      return;
+    }
+    Finding F =
+        Locator.make(*Context, Call->getSourceRange(), "R6", checkName());
+    if (F.FilePath.empty()) {
+      // Placed in a file ddpify does not edit: report at its optimizer.
+      reportAt(
+          Owner.Site,
+          "trained model '" + Owner.Decl->getName().str() + "' is placed in " +
+              SM.getFilename(SM.getExpansionLoc(Call->getBeginLoc())).str() +
+              ", which ddpify does not edit" + How);
+      return;
+    }
+    // The statement holding the placement must be one of a block's.
+    const Stmt *Statement = Call;
+    const CompoundStmt *Block = nullptr;
+    DynTypedNode Node = DynTypedNode::create(*Call);
+    while (true) {
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty())
+        break;
+      Node = Parents[0];
+      if (const auto *Parent = Node.get<Expr>()) {
+        Statement = Parent;
+        continue;
+      }
+      Block = Node.get<CompoundStmt>();
+      break;
+    }
+    if (!Block) {
+      reportAt(Call, "the placement of trained model '" + Name +
+                         "' is not a statement of its own in a block (a "
+                         "branch without braces, part of an expression)" +
+                         How);
+      return;
+    }
+    // A local declared in this very block gets a named wrapper; anything
+    // else (a parameter, a member, a global, a nested block) lasts beyond
+    // the block: ddp::distribute.
+    const auto *Local = dyn_cast_or_null<VarDecl>(Model);
+    bool IsLocal = Local && !isa<ParmVarDecl>(Local) &&
+                   Local->hasLocalStorage() && !Local->isStaticLocal();
+    const CompoundStmt *DeclBlock = nullptr;
+    if (IsLocal) {
+      DynTypedNodeList Parents = Context->getParents(*Local);
+      if (!Parents.empty())
+        if (const auto *Decls = Parents[0].get<DeclStmt>()) {
+          DynTypedNodeList Up = Context->getParents(*Decls);
+          if (!Up.empty())
+            DeclBlock = Up[0].get<CompoundStmt>();
+        }
+    }
+    // Loops and lambdas between the placement and the model's scope (or the
+    // function's body).
+    Node = DynTypedNode::create(*Block);
+    const Stmt *Crossed = nullptr;
+    while (!(DeclBlock && Node.get<CompoundStmt>() == DeclBlock)) {
+      if (const auto *S = Node.get<Stmt>())
+        if (isLoop(S) || isa<LambdaExpr>(S)) {
+          Crossed = S;
+          break;
+        }
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty() || Parents[0].get<FunctionDecl>())
+        break;
+      Node = Parents[0];
+    }
+    if (Crossed) {
+      reportAt(Call, "trained model '" + Name + "' is placed inside " +
+                         (isa<LambdaExpr>(Crossed) ? "a lambda" : "a loop") +
+                         ", where a wrapper would be built again every "
+                         "time" +
+                         How);
+      return;
+    }
+    bool Distribute = ForceDistribute || !IsLocal || Block != DeclBlock;
+    std::string Object = objectText(Call);
+    if (Object.empty()) {
+      reportAt(Call, "the placement of trained model '" + Name +
+                         "' is not written as 'model->to(...)' or "
+                         "'model.to(...)'" +
+                         How);
+      return;
+    }
+    // After the statement's `;`, on a line of its own.
+    SourceLocation AfterSemi = Lexer::findLocationAfterToken(
+        Statement->getEndLoc(), tok::semi, SM, Context->getLangOpts(),
+        /*SkipTrailingWhitespaceAndNewLine=*/false);
+    unsigned Offset = 0;
+    if (AfterSemi.isInvalid() ||
+        !Locator.offsetIn(*Context, F, AfterSemi, Offset)) {
+      reportAt(Call, "the placement of trained model '" + Name +
+                         "' has no ';' where a wrap can follow" + How);
+      return;
+    }
+    bool Invalid = false;
+    llvm::StringRef Buffer =
+        SM.getBufferData(SM.getFileID(SM.getExpansionLoc(AfterSemi)), &Invalid);
+    if (Invalid)
+      return;
+    // The rest of the line: nothing or a `//` comment keeps it on this line.
+    size_t LineEnd = Buffer.find('\n', Offset);
+    if (LineEnd == llvm::StringRef::npos)
+      LineEnd = Buffer.size();
+    llvm::StringRef Rest = Buffer.slice(Offset, LineEnd).ltrim(" \t");
+    bool RestOfLineFree = Rest.empty() || Rest.starts_with("//");
+    size_t LineStart = Buffer.rfind('\n', Offset == 0 ? 0 : Offset - 1);
+    LineStart = LineStart == llvm::StringRef::npos ? 0 : LineStart + 1;
+    llvm::StringRef Line = Buffer.slice(LineStart, LineEnd);
+    std::string Indent =
+        Line.take_while([](char C) { return C == ' ' || C == '\t'; }).str();
+
+    std::string WrapperName;
+    if (!Distribute)
+      WrapperName = uniqueName(Local->getName().str() + "_ddp", Block);
+    F.Offset = RestOfLineFree ? (unsigned)LineEnd : Offset;
+    // Code after the `;` moves to its own line: its blanks go.
+    F.Length =
+        RestOfLineFree
+            ? 0
+            : (unsigned)(Buffer.slice(Offset, LineEnd).size() - Rest.size());
+    // The wrap on a line of its own after the placement's; code that
+    // followed the `;` goes on the line after the wrap.
+    std::string Wrap =
+        Distribute ? "ddp::distribute(" + Object + ");"
+                   : wrapperClass() + " " + WrapperName + "(" + Object + ");";
+    F.replaceRangeWith("\n" + Indent + Wrap +
+                       (RestOfLineFree ? "" : "\n" + Indent));
+    F.Message =
+        "trained model '" + Name +
+        "' gets no gradient averaging across processes; " +
+        (Distribute ? "ddp::distribute(" + Object + ")"
+                    : wrapperClass() + " " + WrapperName + "(" + Object + ")") +
+        " after its placement wraps it";
+    Findings.push_back(std::move(F));
+  }
+
+  /// The wrapper's class as this language standard spells it: C++14 has no
+  /// class template argument deduction.
+  std::string wrapperClass() const {
+    return Context->getLangOpts().CPlusPlus17
+               ? "ddp::DistributedDataParallel"
+               : "ddp::DistributedDataParallel<>";
+  }
+
+  bool contains(const Stmt *Outer, const Stmt *Inner) const {
+    if (!Outer || !Inner)
+      return false;
+    const SourceManager &SM = Context->getSourceManager();
+    SourceLocation At = SM.getExpansionLoc(Inner->getBeginLoc());
+    SourceRange Range(SM.getExpansionLoc(Outer->getBeginLoc()),
+                      SM.getExpansionLoc(Outer->getEndLoc()));
+    return SM.isPointWithin(At, Range.getBegin(), Range.getEnd());
+  }
+
+  /// How the placement and the wrapper name a model declared with Type:
+  /// {object for `.to`, `.` or `->`, the wrapper's argument}; empty when
+  /// the type is not one a wrapper takes.
+  static bool spellModel(QualType Type, const std::string &Name,
+                         std::string &Placed, std::string &Wrapped) {
+    QualType Value = Type.getNonReferenceType();
+    const CXXRecordDecl *Class = Value.getCanonicalType()->getAsCXXRecordDecl();
+    if (Value->isPointerType()) {
+      if (!isModuleType(Value))
+        return false;
+      Placed = Name + "->";
+      Wrapped = "*" + Name;
+      return true;
+    }
+    if (Class && Class->getQualifiedNameAsString() == "torch::nn::AnyModule") {
+      Placed = Name + ".ptr()->";
+      Wrapped = Name + ".ptr()";
+      return true;
+    }
+    if (isPlainModule(Value)) {
+      Placed = Name + ".";
+      Wrapped = Name;
+      return true;
+    }
+    if (isModuleType(Value)) {
+      Placed = Name + "->";
+      Wrapped = Name;
+      return true;
+    }
+    return false;
+  }
+
+  /// A trained model with no placement: placed on the process's device and
+  /// wrapped where it was made, before it is handed to training (its
+  /// optimizer, or the helper that trains it). A local gets a named wrapper
+  /// beside it; a class member gets ddp::distribute at the end of each
+  /// constructor.
+  void wrapWhereMade(const ValueDecl *Model, const Root &Owner) {
+    std::string Name = Model->getName().str();
+    std::string How = "; place and wrap it by hand before its optimizer is "
+                      "built: " +
+                      wrapperClass() + " " + Name + "_ddp(" + Name + ");";
+    std::string Placed, Wrapped;
+    if (!spellModel(Model->getType(), Name, Placed, Wrapped)) {
+      reportAt(Owner.Site, "trained model '" + Name +
+                               "' has a type ddpify cannot wrap" + How);
+      return;
+    }
+    if (const auto *Field = dyn_cast<FieldDecl>(Model)) {
+      if (!wrapMemberInConstructors(Field, Placed, Wrapped) &&
+          !wrapAtOptimizer(Model, Wrapped, Owner))
+        reportAt(Owner.Site, "trained member '" + Name +
+                                 "' is not placed on a device and its class "
+                                 "has no constructor body ddpify can edit" +
+                                 How);
+      return;
+    }
+    const auto *Var = dyn_cast<VarDecl>(Model);
+    // A global, or a parameter no call of this unit hands a model to (its
+    // callers are in other units).
+    if (Var && (isa<ParmVarDecl>(Var) || !Var->hasLocalStorage()) &&
+        wrapAtOptimizer(Model, Wrapped, Owner))
+      return;
+    if (!Var || isa<ParmVarDecl>(Var) || !Var->hasLocalStorage()) {
+      reportAt(Owner.Site, "trained model '" + Name +
+                               "' is not placed on a device and is not a "
+                               "local or member ddpify can wrap where it is "
+                               "made" +
+                               How);
+      return;
+    }
+    const DeclStmt *Declaration = nullptr;
+    const CompoundStmt *Block = nullptr;
+    DynTypedNodeList Parents = Context->getParents(*Var);
+    if (!Parents.empty())
+      if ((Declaration = Parents[0].get<DeclStmt>())) {
+        DynTypedNodeList Up = Context->getParents(*Declaration);
+        if (!Up.empty())
+          Block = Up[0].get<CompoundStmt>();
+      }
+    if (!Block) {
+      reportAt(Owner.Site, "trained model '" + Name +
+                               "' is not declared as a statement of a block" +
+                               How);
+      return;
+    }
+    // The first statement after the declaration that leads to training.
+    const Stmt *Before = nullptr;
+    bool Past = false;
+    for (const Stmt *S : Block->body()) {
+      if (S == Declaration) {
+        Past = true;
+        continue;
+      }
+      if (!Past)
+        continue;
+      bool Leads = contains(S, Owner.Site);
+      for (const Edge &E : Edges)
+        Leads |= E.From == Model && E.Site && contains(S, E.Site);
+      if (Leads) {
+        Before = S;
+        break;
+      }
+    }
+    if (!Before) {
+      reportAt(Owner.Site, "trained model '" + Name +
+                               "' is not placed on a device, and ddpify "
+                               "could not tell where in its block it is "
+                               "handed to training" +
+                               How);
+      return;
+    }
+    const SourceManager &SM = Context->getSourceManager();
+    if (Before->getBeginLoc().isMacroID()) {
+      reportAt(Owner.Site, "trained model '" + Name +
+                               "' is handed to training inside a macro "
+                               "expansion" +
+                               How);
+      return;
+    }
+    Finding F =
+        Locator.make(*Context, Before->getSourceRange(), "R6", checkName());
+    if (F.FilePath.empty())
+      return;
+    // The device the program already uses (any, CPU included), so the model
+    // goes where its data goes.
+    std::string Device = deviceVariableInScope(
+        *Context, Before, [](const Expr *) { return true; });
+    if (Device.empty())
+      Device = "ddp::device()";
+    std::string WrapperName = uniqueName(Name + "_ddp", Block);
+    std::string Place = Placed + "to(" + Device + ");";
+    std::string Wrap =
+        wrapperClass() + " " + WrapperName + "(" + Wrapped + ");";
+    bool StartsLine = false;
+    std::string Indent = indentationOf(SM, Before->getBeginLoc(), StartsLine);
+    if (StartsLine)
+      F.Offset -= Indent.size();
+    F.Length = 0;
+    F.replaceRangeWith(statementsText({Place, Wrap}, StartsLine, Indent));
+    const FunctionDecl *HandedTo = opaqueHandOver(Model, Owner);
+    F.Message = "trained model '" + Name +
+                "' gets no gradient averaging across processes" +
+                (HandedTo && isProjectFunction(HandedTo)
+                     ? " and is handed to '" + HandedTo->getNameAsString() +
+                           "' of another unit, which may place it"
+                     : " and is not placed on a device") +
+                "; '" + Place + " " + Wrap + "' before it is trained wraps it";
+    Findings.push_back(std::move(F));
+  }
+
+  /// Statements to insert: each on a line of its own at Indent (OwnLines),
+  /// else one after another on the line they go into.
+  static std::string statementsText(llvm::ArrayRef<std::string> Statements,
+                                    bool OwnLines, const std::string &Indent) {
+    std::string Text;
+    for (const std::string &Statement : Statements)
+      Text += OwnLines ? Indent + Statement + "\n" : Statement + " ";
+    return Text;
+  }
+
+  /// A model no statement can place and wrap before its optimizer is built
+  /// (a member whose class has no constructor body, its optimizer a member
+  /// too; a global): the parameters() that reach the optimizer become
+  /// `ddp::distributed_parameters(model, device)`, which places, wraps with
+  /// ddp::distribute and returns them. False where Owner's parameters() call
+  /// is not on Model itself or comes from a macro.
+  bool wrapAtOptimizer(const ValueDecl *Model, std::string Wrapped,
+                       const Root &Owner) {
+    const CXXMemberCallExpr *Site = Owner.Site;
+    const ValueDecl *Object =
+        Site ? modelDeclOf(Site->getImplicitObjectArgument()) : nullptr;
+    if (!Object || Site->getBeginLoc().isMacroID() ||
+        Site->getEndLoc().isMacroID())
+      return false;
+    if (canonical(Object) != canonical(Model)) {
+      // A copy the model was handed on to (a constructor's parameter kept
+      // in a member, `encoder_(std::move(encoder))`): the same module,
+      // wrapped at the copy's parameters() call.
+      std::vector<const ValueDecl *> Aliases =
+          reachable(canonical(Model), /*Forward=*/true);
+      std::string Placed;
+      if (!llvm::is_contained(Aliases, canonical(Object)) ||
+          !spellModel(Object->getType(), Object->getName().str(), Placed,
+                      Wrapped))
+        return false;
+    }
+    Finding F =
+        Locator.make(*Context, Site->getSourceRange(), "R6", checkName());
+    if (F.FilePath.empty())
+      return false;
+    // The program's device where the optimizer is built: a device member
+    // initialised before the member holding the optimizer, else a device
+    // variable in scope.
+    std::string Device;
+    DynTypedNode Node = DynTypedNode::create(*static_cast<const Stmt *>(Site));
+    const FieldDecl *Holder = nullptr;
+    for (int Depth = 0; Depth < 32 && !Holder; ++Depth) {
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty() || Parents[0].get<FunctionDecl>())
+        break;
+      Node = Parents[0];
+      Holder = Node.get<FieldDecl>();
+    }
+    if (Holder) {
+      Device = deviceMember(Holder->getParent(), Holder);
+    } else {
+      Device = deviceVariableInScope(*Context, Site,
+                                     [](const Expr *) { return true; });
+    }
+    std::string Call = "ddp::distributed_parameters(" + Wrapped +
+                       (Device.empty() ? "" : ", " + Device) + ")";
+    F.Message = "trained model '" + Model->getName().str() +
+                "' gets no gradient averaging across processes and is not "
+                "placed on a device, and no statement can come before its "
+                "optimizer is built; '" +
+                Call +
+                "' places it, wraps it and gives the optimizer its "
+                "parameters";
+    F.Edits.push_back({F.Offset, F.Length, Call});
+    Findings.push_back(std::move(F));
+    return true;
+  }
+
+  /// The last torch::Device member of Class (declared before Before, when
+  /// given: initialised by then); empty when there is none.
+  static std::string deviceMember(const RecordDecl *Class,
+                                  const FieldDecl *Before = nullptr) {
+    std::string Name;
+    for (const FieldDecl *Field : Class->fields()) {
+      if (Before && Field->getFieldIndex() >= Before->getFieldIndex())
+        break;
+      if (isRecordNamed(Field->getType(), "c10::Device"))
+        Name = Field->getName().str();
+    }
+    return Name;
+  }
+
+  /// A class member trained with no placement: `ddp::distribute` at the end
+  /// of every constructor with a body (where the member is fully built).
+  /// False when the class has no constructor body to edit.
+  bool wrapMemberInConstructors(const FieldDecl *Field,
+                                const std::string &Placed,
+                                const std::string &Wrapped) {
+    const SourceManager &SM = Context->getSourceManager();
+    const auto *Class = dyn_cast<CXXRecordDecl>(Field->getParent());
+    unsigned Count = 0;
+    if (Class)
+      for (const CXXConstructorDecl *Ctor : Class->ctors()) {
+        if (!Ctor->doesThisDeclarationHaveABody() || Ctor->isImplicit() ||
+            Ctor->isCopyOrMoveConstructor())
+          continue;
+        const auto *Body = dyn_cast_or_null<CompoundStmt>(Ctor->getBody());
+        if (!Body || Body->getRBracLoc().isMacroID())
+          continue;
+        Finding F = Locator.make(*Context, SourceRange(Body->getRBracLoc()),
+                                 "R6", checkName());
+        if (F.FilePath.empty())
+          continue;
+        // A device member of the class, as the trainer uses it.
+        std::string Device = deviceMember(Class);
+        if (Device.empty())
+          Device = "ddp::device()";
+        std::string Place = Placed + "to(" + Device + ");";
+        std::string Wrap = "ddp::distribute(" + Wrapped + ");";
+        bool StartsLine = false;
+        std::string Indent = indentationOf(SM, Body->getRBracLoc(), StartsLine);
+        std::string Inner = Indent + "  ";
+        if (!Body->body_empty()) {
+          bool FirstStarts = false;
+          std::string First =
+              indentationOf(SM, Body->body_front()->getBeginLoc(), FirstStarts);
+          if (FirstStarts)
+            Inner = First;
+        }
+        if (StartsLine)
+          F.Offset -= Indent.size();
+        F.Length = 0;
+        F.replaceRangeWith((StartsLine ? "" : " ") +
+                           statementsText({Place, Wrap}, StartsLine, Inner));
+        F.Message = "trained model '" + Field->getName().str() +
+                    "' gets no gradient averaging across processes and is "
+                    "not placed on a device; '" +
+                    Place + " " + Wrap +
+                    "' at the end of the constructor wraps it";
+        Findings.push_back(std::move(F));
+        ++Count;
+      }
+    return Count > 0;
+  }
+
+  /// Base, or Base2, Base3, ... when a declaration of the function holding
+  /// Block already has that name.
+  std::string uniqueName(const std::string &Base, const CompoundStmt *Block) {
+    std::set<std::string> Taken;
+    DynTypedNode Node = DynTypedNode::create(*Block);
+    const Decl *Function = nullptr;
+    while (!Function) {
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty())
+        break;
+      Node = Parents[0];
+      if (Node.get<FunctionDecl>())
+        Function = Node.get<FunctionDecl>();
+    }
+    if (Function) {
+      NameCollector Visitor;
+      Visitor.Names = &Taken;
+      Visitor.TraverseDecl(const_cast<Decl *>(Function));
+    }
+    std::string Name = Base;
+    for (int I = 2; Taken.count(Name); ++I)
+      Name = Base + std::to_string(I);
+    return Name;
+  }
+
+  struct Edge {
+    const ValueDecl *From;
+    const ValueDecl *To;
+    const Expr *Site; ///< The call or copy; null for a member initialiser.
+  };
+
+  FindingList &Findings;
+  FindingLocator Locator;
+  ASTContext *Context = nullptr;
+  std::vector<const CXXMemberCallExpr *> ParamCalls;
+  std::vector<const CXXMemberCallExpr *> Placements;
+  std::set<const ValueDecl *> Wrapped;
+  std::vector<Edge> Edges;
+  std::vector<const DeclRefExpr *> VarRefs;
+  /// Models passed to a function whose body is not parsed.
+  struct OpaqueCall {
+    const ValueDecl *Model;
+    const FunctionDecl *Callee;
+    const Expr *Site;
+  };
+  std::vector<OpaqueCall> Opaque;
+  std::vector<SourceRange> Loops;
+  std::vector<Root> Roots;
+  bool InitialisesDdp = false;
+  /// The unit defines main / shows training (ProgramFact).
+  bool HasMain = false, Trains = false;
+};
+
+const RuleInfo WrapModelsRows[] = {
+    {"R6", "ddp-unwrapped-model",
+     "every model an optimizer trains gets a ddp::DistributedDataParallel "
+     "for as long as it lives (placed on the device first when it is "
+     "not)"},
+};
+} // namespace
+
+extern const RuleUnit WrapModels{WrapModelsRows, createModule<WrapMatchers>};
+
+namespace {
+
+/// `typeid(...)`; ASTMatchers has no matcher of its own for it.
+const internal::VariadicDynCastAllOfMatcher<Stmt, CXXTypeidExpr>
+    cxxTypeidExpr; // NOLINT(readability-identifier-naming)
+
+class SyncBatchNormMatchers : public MatcherModule,
+                              public MatchFinder::MatchCallback {
+public:
+  SyncBatchNormMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
+      : Findings(Findings), Locator(ProjectRoot) {}
+
+  void registerMatchers(MatchFinder &Finder) override {
+    Finder.addMatcher(
+        typeLoc(loc(qualType(hasDeclaration(cxxRecordDecl(hasAnyName(
+                    "::torch::nn::BatchNorm1d", "::torch::nn::BatchNorm2d",
+                    "::torch::nn::BatchNorm3d"))))))
+            .bind("type"),
+        this);
+    Finder.addMatcher(cxxTypeidExpr().bind("typeid"), this);
+  }
+
+  void onStartOfTranslationUnit() override {
+    Locator.reset();
+    TUFindings.clear();
+  }
+
+  void onEndOfTranslationUnit() override {
+    // `torch::nn::BatchNorm2d` is an elaborated type around the record type
+    // `BatchNorm2d`: keep the outermost range only, once.
+    std::set<std::pair<std::string, unsigned>> Seen;
+    for (size_t I = 0; I < TUFindings.size(); ++I) {
+      const Finding &F = TUFindings[I];
+      bool Nested = false;
+      for (size_t J = 0; J < TUFindings.size() && !Nested; ++J) {
+        const Finding &Other = TUFindings[J];
+        Nested = I != J && !F.InMacro && !Other.InMacro &&
+                 Other.FilePath == F.FilePath && Other.Offset <= F.Offset &&
+                 F.Offset + F.Length <= Other.Offset + Other.Length &&
+                 Other.Length > F.Length;
+      }
+      if (!Nested && Seen.insert({F.FilePath, F.Offset}).second)
+        Findings.push_back(F);
+    }
+  }
+
+  void run(const MatchFinder::MatchResult &Result) override {
+    Context = Result.Context;
+    if (const auto *Typeid = Result.Nodes.getNodeAs<CXXTypeidExpr>("typeid")) {
+      handleTypeid(Typeid);
+      return;
+    }
+    const auto *Type = Result.Nodes.getNodeAs<TypeLoc>("type");
+    if (!Type)
+      return;
+    const CXXRecordDecl *Record =
+        Type->getType().getCanonicalType()->getAsCXXRecordDecl();
+    if (!Record || isExcluded(*Type))
+      return;
+    llvm::StringRef Name = Record->getName(); // BatchNorm2d
+    std::string NewName = "ddp::Sync" + Name.str();
+    Finding F = Locator.make(*Context, Type->getSourceRange(), "R5",
+                             "ddp-unsynced-batchnorm");
+    if (F.FilePath.empty())
+      return;
+    F.replaceRangeWith(NewName);
+    F.Message = "'torch::nn::" + Name.str() +
+                "' computes batch statistics over one process's batch only; "
+                "use '" +
+                NewName + "' (same options)";
+    TUFindings.push_back(std::move(F));
+  }
+
+private:
+  /// `typeid(x) == typeid(torch::nn::BatchNorm2dImpl)`: an exact type test
+  /// that stops matching once the layer is a SyncBatchNorm; reported.
+  void handleTypeid(const CXXTypeidExpr *Typeid) {
+    if (Typeid->isValueDependent() || Typeid->isTypeDependent())
+      return;
+    QualType Operand = Typeid->isTypeOperand()
+                           ? Typeid->getTypeOperand(*Context)
+                           : Typeid->getExprOperand()->getType();
+    const CXXRecordDecl *Record =
+        Operand.getNonReferenceType().getCanonicalType()->getAsCXXRecordDecl();
+    if (!Record)
+      return;
+    std::string Name = Record->getQualifiedNameAsString();
+    llvm::StringRef Short = Name;
+    if (!Short.consume_front("torch::nn::BatchNorm") || Short.size() < 2 ||
+        !llvm::StringRef("123").contains(Short[0]) || Short[1] != 'd' ||
+        !(Short.size() == 2 || Short.drop_front(2) == "Impl"))
+      return;
+    Finding F = Locator.make(*Context, Typeid->getSourceRange(), "R5",
+                             "ddp-unsynced-batchnorm");
+    if (F.FilePath.empty())
+      return;
+    F.NotRewrittenReason =
+        "a typeid check on '" + Name +
+        "' stops matching once the layer is a "
+        "ddp::SyncBatchNorm" +
+        Short.take_front(2).str() + "; test with as<torch::nn::BatchNorm" +
+        Short.take_front(2).str() + ">() instead, which keeps matching";
+    F.Message = F.NotRewrittenReason;
+    F.ReportId = "batchnorm-typeid";
+    TUFindings.push_back(std::move(F));
+  }
+
+  /// `as<BatchNorm2d>()` and `typeid(BatchNorm2d)` keep the original type.
+  bool isExcluded(const TypeLoc &Type) {
+    DynTypedNode Node = DynTypedNode::create(Type);
+    for (int Depth = 0; Depth < 6; ++Depth) {
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty())
+        return false;
+      Node = Parents[0];
+      if (Node.get<CXXTypeidExpr>())
+        return true;
+      if (const auto *Member = Node.get<MemberExpr>())
+        return Member->getMemberDecl()->getName() == "as";
+      if (const auto *Dependent = Node.get<CXXDependentScopeMemberExpr>())
+        return Dependent->getMember().getAsString() == "as";
+      if (Node.get<Stmt>() || Node.get<Decl>())
+        return false;
+    }
+    return false;
+  }
+
+  FindingList &Findings;
+  FindingLocator Locator;
+  ASTContext *Context = nullptr;
+  FindingList TUFindings;
+};
+
+const RuleInfo SyncBatchNormRows[] = {
+    {"R5", "ddp-unsynced-batchnorm",
+     "torch::nn::BatchNorm{1,2,3}d becomes ddp::SyncBatchNorm{1,2,3}d",
+     CheckLevel::Rewrite},
+};
+
+} // namespace
+
+extern const RuleUnit SyncBatchNorm{SyncBatchNormRows,
+                                    createModule<SyncBatchNormMatchers>};
+
+
+} // namespace ddpify
