@@ -602,69 +602,270 @@ std::string cacheDirectory(const ToolOptions &Options, llvm::StringRef Root) {
   return Cache.str().str();
 }
 
-} // namespace
+/// One run of the pipeline, in the order runPipeline() takes its steps.
+/// Each step returns ExitOk to go on, or the exit status it ends the run
+/// with (its error already printed).
+class PipelineRun {
+public:
+  PipelineRun(const ToolOptions &Options, PipelineResult &Result)
+      : Options(Options), Result(Result) {}
 
-int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
-  // Sources and root, as absolute real paths; Shown: as the user gave them.
-  std::vector<std::string> Sources, Shown;
-  for (const std::string &Source : Options.Sources) {
-    std::string Real = absoluteRealPath(Source);
-    if (Real.empty() || !llvm::sys::fs::is_regular_file(Real)) {
-      llvm::errs() << "ddpify: error: no such source file '" << Source << "'\n";
-      return ExitError;
+  /// The sources the user named, as real paths, and the project root.
+  int resolveSourcesAndRoot() {
+    for (const std::string &Source : Options.Sources) {
+      std::string Real = absoluteRealPath(Source);
+      if (Real.empty() || !llvm::sys::fs::is_regular_file(Real)) {
+        llvm::errs() << "ddpify: error: no such source file '" << Source
+                     << "'\n";
+        return ExitError;
+      }
+      Sources.push_back(Real);
+      Shown.push_back(Source);
     }
-    Sources.push_back(Real);
-    Shown.push_back(Source);
+    if (Options.Root.empty()) {
+      // The whole codebase: the git top-level of the current folder.
+      llvm::SmallString<256> Here;
+      llvm::sys::fs::current_path(Here);
+      std::string Cwd = absoluteRealPath(Here);
+      Result.Root = defaultRoot(
+          Sources.empty() ? (Cwd.empty() ? Here.str().str() : Cwd) + "/-"
+                          : Sources.front());
+    } else {
+      Result.Root = absoluteRealPath(Options.Root);
+      if (Result.Root.empty() || !llvm::sys::fs::is_directory(Result.Root)) {
+        llvm::errs() << "ddpify: error: --root '" << Options.Root
+                     << "' is not a directory\n";
+        return ExitError;
+      }
+    }
+    for (size_t I = 0; I < Sources.size(); ++I)
+      if (!isPathUnder(Sources[I], Result.Root)) {
+        llvm::errs() << "ddpify: error: source '" << Options.Sources[I]
+                     << "' is outside the project root '" << Result.Root
+                     << "'; nothing outside the root is rewritten (see "
+                        "--root)\n";
+        return ExitError;
+      }
+    return ExitOk;
   }
-  if (Options.Root.empty()) {
-    // The whole codebase: the git top-level of the current folder.
-    llvm::SmallString<256> Here;
-    llvm::sys::fs::current_path(Here);
-    std::string Cwd = absoluteRealPath(Here);
-    Result.Root = defaultRoot(
-        Sources.empty() ? (Cwd.empty() ? Here.str().str() : Cwd) + "/-"
-                        : Sources.front());
-  } else {
-    Result.Root = absoluteRealPath(Options.Root);
-    if (Result.Root.empty() || !llvm::sys::fs::is_directory(Result.Root)) {
-      llvm::errs() << "ddpify: error: --root '" << Options.Root
-                   << "' is not a directory\n";
-      return ExitError;
-    }
-  }
-  for (size_t I = 0; I < Sources.size(); ++I)
-    if (!isPathUnder(Sources[I], Result.Root)) {
-      llvm::errs() << "ddpify: error: source '" << Options.Sources[I]
-                   << "' is outside the project root '" << Result.Root
-                   << "'; nothing outside the root is rewritten (see "
-                      "--root)\n";
-      return ExitError;
-    }
 
-  std::string Error;
-  std::unique_ptr<CompilationDatabase> Database = loadCompilationDatabase(
-      Options, Sources.empty() ? "" : Sources.front(), Error);
-  if (!Database) {
-    llvm::errs() << "ddpify: error: " << Error << "\n";
+  int loadDatabase() {
+    std::string Error;
+    Database = loadCompilationDatabase(
+        Options, Sources.empty() ? "" : Sources.front(), Error);
+    if (!Database) {
+      llvm::errs() << "ddpify: error: " << Error << "\n";
+      return ExitError;
+    }
+    return ExitOk;
+  }
+
+  /// The translation units to process: those named, or every C++ unit of
+  /// the database under the root; less those --exclude names.
+  int selectUnits() {
+    if (Options.Sources.empty())
+      selectWholeCodebase();
+    else if (!Options.Excludes.empty())
+      for (size_t I = Sources.size(); I-- > 0;)
+        if (excluded(Sources[I])) {
+          Sources.erase(Sources.begin() + I);
+          Shown.erase(Shown.begin() + I);
+        }
+    if (Sources.empty()) {
+      llvm::errs() << "ddpify: error: no translation unit to process";
+      if (Options.Sources.empty())
+        llvm::errs() << ": none of the compilation database's is a C++ "
+                        "source under the root '"
+                     << Result.Root << "'";
+      if (!Options.Excludes.empty())
+        llvm::errs() << " (or --exclude leaves every one out)";
+      llvm::errs() << "\n";
+      return ExitError;
+    }
+    Result.Units = Sources;
+    return ExitOk;
+  }
+
+  /// Each unit's commands, with the extra arguments already in: the database
+  /// is not shared with the workers.
+  void buildCommands() {
+    ArgumentsAdjuster Adjust = combineAdjusters(
+        combineAdjusters(
+            getInsertArgumentAdjuster(Options.ExtraArgsBefore,
+                                      ArgumentInsertPosition::BEGIN),
+            getInsertArgumentAdjuster(Options.ExtraArgs,
+                                      ArgumentInsertPosition::END)),
+        // ClangTool would look for builtin headers next to this binary.
+        getInsertArgumentAdjuster({"-resource-dir", Options.ResourceDir},
+                                  ArgumentInsertPosition::BEGIN));
+    // A migrated file finds <ddp/ddp.h> even when its database predates the
+    // runtime (the second run); after every folder of the project's own.
+    std::vector<std::string> RuntimeInclude;
+    if (!Options.RuntimeIncludeDir.empty())
+      RuntimeInclude = {"-idirafter", Options.RuntimeIncludeDir};
+    std::set<std::string> Dropped;
+    for (const std::string &Source : Sources) {
+      Commands.push_back(Database->getCompileCommands(Source));
+      for (CompileCommand &Command : Commands.back())
+        Command.CommandLine = getInsertArgumentAdjuster(
+            RuntimeInclude, ArgumentInsertPosition::END)(
+            parseAsTheCompilerDoes(
+                Adjust(Command.CommandLine, Command.Filename), Dropped),
+            Command.Filename);
+    }
+    if (!Dropped.empty()) {
+      llvm::errs() << "ddpify: note: dropped compiler option(s) Clang does "
+                      "not accept (GCC's):";
+      for (const std::string &Option : Dropped)
+        llvm::errs() << " '" << Option << "'";
+      llvm::errs() << "\n";
+    }
+    WithoutCache = Commands;
+  }
+
+  /// Precompiled LibTorch headers in front of the units that start with
+  /// them.
+  void useHeaderCache() {
+    Prefixes.resize(Sources.size());
+    Result.BuildDir = compilationDatabaseFolder(Options, Sources.front());
+    std::string CacheDir = cacheDirectory(Options, Result.Root);
+    if (CacheDir.empty())
+      return;
+    // As ccache's CCACHE_BASEDIR: checkouts in other folders share headers.
+    std::string Base;
+    if (std::optional<std::string> FromEnv =
+            llvm::sys::Process::GetEnv("DDPIFY_CACHE_BASEDIR");
+        FromEnv && !FromEnv->empty())
+      Base = absoluteRealPath(*FromEnv);
+    Cache.emplace(CacheDir, Result.Root, Base);
+    for (size_t I = 0; I < Sources.size(); ++I) {
+      if (Commands[I].empty())
+        continue;
+      llvm::Expected<std::string> Code = readFile(Sources[I]);
+      if (!Code) {
+        llvm::consumeError(Code.takeError());
+        continue;
+      }
+      Prefixes[I] = precompilablePrefix(Sources[I], *Code, Commands[I].front(),
+                                        Result.Root);
+      Commands[I] = withCache(I, std::move(Commands[I]));
+    }
+  }
+
+  /// Parses every unit (in parallel with --jobs) and runs the rules over
+  /// it; its findings in source order, whatever order the workers finished
+  /// in.
+  int parseUnits() {
+    Units.resize(Sources.size());
+    unsigned Jobs = std::min<unsigned>(
+        llvm::hardware_concurrency(Options.Jobs).compute_thread_count(),
+        Sources.size());
+    Progress Bar(Sources.size(), !Options.Quiet && llvm::errs().is_displayed());
+    auto ParseOne = [&](size_t I) {
+      Bar.start(Shown[I]);
+      parseWithRetries(I);
+      Bar.finish();
+    };
+    if (Jobs <= 1) {
+      for (size_t I = 0; I < Sources.size(); ++I)
+        ParseOne(I);
+    } else {
+      llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(Jobs));
+      for (size_t I = 0; I < Sources.size(); ++I)
+        Pool.async([&ParseOne, I] { ParseOne(I); });
+      Pool.wait();
+    }
+    Bar.clear();
+    if (Cache && Options.CacheTrace)
+      for (const std::string &Event : Cache->events())
+        llvm::errs() << "ddpify: cache: " << Event << "\n";
+
+    bool Failed = false;
+    for (UnitResult &Unit : Units) {
+      llvm::errs() << Unit.Errors;
+      Failed |= Unit.Failed;
+      Result.Findings.insert(Result.Findings.end(),
+                             std::make_move_iterator(Unit.Findings.begin()),
+                             std::make_move_iterator(Unit.Findings.end()));
+    }
+    if (Failed) {
+      llvm::errs() << "ddpify: error: nothing written: "
+                   << "a translation unit failed to parse\n";
+      return ExitError;
+    }
+    return ExitOk;
+  }
+
+  /// The findings of all units as one program's: facts checked, each spot
+  /// once, lint-only checks left to lint.
+  void mergeFindings() {
+    FindingList &Findings = Result.Findings;
+    dropUnmetRequirements(Findings);
+    // A header included by several translation units is found several
+    // times.
+    std::stable_sort(Findings.begin(), Findings.end());
+    Findings.erase(std::unique(Findings.begin(), Findings.end(),
+                               [](const Finding &A, const Finding &B) {
+                                 return A.sameSpot(B);
+                               }),
+                   Findings.end());
+    // Lint-only checks have no migration rule: migrate and diff neither
+    // apply their fix-its nor report them (report items carry a ReportId).
+    if (Options.RunMode != Mode::Lint)
+      Findings.erase(std::remove_if(Findings.begin(), Findings.end(),
+                                    [](const Finding &F) {
+                                      return F.RuleId.empty() &&
+                                             F.ReportId.empty();
+                                    }),
+                     Findings.end());
+  }
+
+  /// The edits of every finding, composed per file, with R9's include.
+  int collectEdits() {
+    Result.Edits.setFormatStyle(Options.FormatStyle);
+    // Values moved before a guard carry the edits of other rules inside
+    // them.
+    for (const Finding &F : Result.Findings)
+      if (!editsFor(F).empty())
+        for (const FindingEdit &Edit : F.Edits)
+          for (const FindingEdit::Moved &Move : Edit.Moves)
+            Result.Edits.addMove(F.FilePath, Edit.Offset, Move.Offset,
+                                 Move.Length, Move.Replacement);
+    for (const Finding &F : Result.Findings)
+      for (const Replacement &Edit : editsFor(F))
+        if (llvm::Error Err = Result.Edits.add(Edit, F.RuleId))
+          return printError(std::move(Err));
+    if (llvm::Error Err = Result.Edits.composeMoves())
+      return printError(std::move(Err));
+    if (Options.RunMode != Mode::Lint)
+      if (llvm::Error Err = Result.Edits.addRuntimeIncludes())
+        return printError(std::move(Err));
+    return ExitOk;
+  }
+
+private:
+  static int printError(llvm::Error Err) {
+    llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err)) << "\n";
     return ExitError;
   }
 
-  const std::vector<llvm::GlobPattern> &Excludes = Options.Excludes;
-  auto RelativeToRoot = [&](llvm::StringRef Real) {
+  llvm::StringRef relativeToRoot(llvm::StringRef Real) const {
     llvm::StringRef Relative = Real.drop_front(Result.Root.size());
     Relative.consume_front("/");
     return Relative;
-  };
-  auto Excluded = [&](llvm::StringRef Real) {
-    llvm::StringRef Relative = RelativeToRoot(Real);
-    return llvm::any_of(Excludes, [&](const llvm::GlobPattern &Pattern) {
-      return Pattern.match(Relative) || Pattern.match(Real);
-    });
-  };
-  if (Options.Sources.empty()) {
-    // The whole codebase, as run-clang-tidy takes it: every C++ unit of the
-    // database under the root, but not those generated into the build
-    // folder.
+  }
+
+  bool excluded(llvm::StringRef Real) const {
+    llvm::StringRef Relative = relativeToRoot(Real);
+    return llvm::any_of(Options.Excludes,
+                        [&](const llvm::GlobPattern &Pattern) {
+                          return Pattern.match(Relative) || Pattern.match(Real);
+                        });
+  }
+
+  /// The whole codebase, as run-clang-tidy takes it: every C++ unit of the
+  /// database under the root, but not those generated into the build folder.
+  void selectWholeCodebase() {
     std::string BuildDir = absoluteRealPath(Options.BuildPath);
     if (llvm::sys::path::filename(BuildDir) == "compile_commands.json")
       BuildDir = llvm::sys::path::parent_path(BuildDir).str();
@@ -685,94 +886,33 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
         ++NotCxx;
       else if (BuildDir != Result.Root && isPathUnder(Real, BuildDir))
         ++InBuild;
-      else if (!Excluded(Real)) {
+      else if (!excluded(Real)) {
         Sources.push_back(Real);
-        Shown.push_back(RelativeToRoot(Real).str());
+        Shown.push_back(relativeToRoot(Real).str());
       }
     }
-    if (!Options.Quiet) {
-      llvm::errs() << "ddpify: " << Sources.size()
-                   << " translation unit(s) of the compilation database";
-      std::vector<std::string> Left;
-      if (unsigned Out =
-              All.size() - Sources.size() - Outside - NotCxx - InBuild)
-        Left.push_back(std::to_string(Out) + " excluded");
-      if (Outside)
-        Left.push_back(std::to_string(Outside) + " outside the root");
-      if (InBuild)
-        Left.push_back(std::to_string(InBuild) + " in the build folder");
-      if (NotCxx)
-        Left.push_back(std::to_string(NotCxx) + " not C++ sources");
-      for (size_t I = 0; I < Left.size(); ++I)
-        llvm::errs() << (I ? ", " : " (left out: ") << Left[I];
-      llvm::errs() << (Left.empty() ? "" : ")") << "\n";
-    }
-  } else if (!Excludes.empty()) {
-    for (size_t I = Sources.size(); I-- > 0;)
-      if (Excluded(Sources[I])) {
-        Sources.erase(Sources.begin() + I);
-        Shown.erase(Shown.begin() + I);
-      }
-  }
-  if (Sources.empty()) {
-    llvm::errs() << "ddpify: error: no translation unit to process";
-    if (Options.Sources.empty())
-      llvm::errs() << ": none of the compilation database's is a C++ "
-                      "source under the root '"
-                   << Result.Root << "'";
-    if (!Excludes.empty())
-      llvm::errs() << " (or --exclude leaves every one out)";
-    llvm::errs() << "\n";
-    return ExitError;
-  }
-  Result.Units = Sources;
-
-  // The database is not shared with the workers: each gets its commands,
-  // with the extra arguments already in.
-  std::vector<std::vector<CompileCommand>> Commands;
-  ArgumentsAdjuster Adjust = combineAdjusters(
-      combineAdjusters(getInsertArgumentAdjuster(Options.ExtraArgsBefore,
-                                                 ArgumentInsertPosition::BEGIN),
-                       getInsertArgumentAdjuster(Options.ExtraArgs,
-                                                 ArgumentInsertPosition::END)),
-      // ClangTool would look for builtin headers next to this binary.
-      getInsertArgumentAdjuster({"-resource-dir", Options.ResourceDir},
-                                ArgumentInsertPosition::BEGIN));
-  // A migrated file finds <ddp/ddp.h> even when its database predates the
-  // runtime (the second run); after every folder of the project's own.
-  std::vector<std::string> RuntimeInclude;
-  if (!Options.RuntimeIncludeDir.empty())
-    RuntimeInclude = {"-idirafter", Options.RuntimeIncludeDir};
-  std::set<std::string> Dropped;
-  for (const std::string &Source : Sources) {
-    Commands.push_back(Database->getCompileCommands(Source));
-    for (CompileCommand &Command : Commands.back())
-      Command.CommandLine = getInsertArgumentAdjuster(
-          RuntimeInclude, ArgumentInsertPosition::END)(
-          parseAsTheCompilerDoes(Adjust(Command.CommandLine, Command.Filename),
-                                 Dropped),
-          Command.Filename);
-  }
-  if (!Dropped.empty()) {
-    llvm::errs() << "ddpify: note: dropped compiler option(s) Clang does not "
-                    "accept (GCC's):";
-    for (const std::string &Option : Dropped)
-      llvm::errs() << " '" << Option << "'";
-    llvm::errs() << "\n";
+    if (Options.Quiet)
+      return;
+    llvm::errs() << "ddpify: " << Sources.size()
+                 << " translation unit(s) of the compilation database";
+    std::vector<std::string> Left;
+    if (unsigned Out = All.size() - Sources.size() - Outside - NotCxx - InBuild)
+      Left.push_back(std::to_string(Out) + " excluded");
+    if (Outside)
+      Left.push_back(std::to_string(Outside) + " outside the root");
+    if (InBuild)
+      Left.push_back(std::to_string(InBuild) + " in the build folder");
+    if (NotCxx)
+      Left.push_back(std::to_string(NotCxx) + " not C++ sources");
+    for (size_t I = 0; I < Left.size(); ++I)
+      llvm::errs() << (I ? ", " : " (left out: ") << Left[I];
+    llvm::errs() << (Left.empty() ? "" : ")") << "\n";
   }
 
-  // Precompiled LibTorch headers for the units that start with them.
-  std::vector<std::vector<CompileCommand>> WithoutCache = Commands;
-  Result.BuildDir = compilationDatabaseFolder(Options, Sources.front());
-  std::string CacheDir = cacheDirectory(Options, Result.Root);
-  std::optional<HeaderCache> Cache;
-  std::mutex CacheMutex; // The C++20 retries ask for headers in parallel.
-  // Each unit's include prefix, scanned once: the C++20 retry changes only
-  // the standard, not the folders its headers are found in.
-  std::vector<std::vector<std::string>> Prefixes(Sources.size());
-  // Commands with the precompiled header of the unit's prefix in front;
-  // Commands themselves when there is none.
-  auto WithCache = [&](size_t I, std::vector<CompileCommand> Unit) {
+  /// Unit with the precompiled header of unit I's prefix in front; Unit
+  /// itself when there is none.
+  std::vector<CompileCommand> withCache(size_t I,
+                                        std::vector<CompileCommand> Unit) {
     if (!Cache || Unit.empty() || Prefixes[I].empty())
       return Unit;
     std::lock_guard<std::mutex> Lock(CacheMutex);
@@ -784,38 +924,12 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
             Precompiled, ArgumentInsertPosition::BEGIN)(Command.CommandLine,
                                                         Command.Filename);
     return Unit;
-  };
-  if (!CacheDir.empty()) {
-    // As ccache's CCACHE_BASEDIR: checkouts in other folders share headers.
-    std::string Base;
-    if (std::optional<std::string> FromEnv =
-            llvm::sys::Process::GetEnv("DDPIFY_CACHE_BASEDIR");
-        FromEnv && !FromEnv->empty())
-      Base = absoluteRealPath(*FromEnv);
-    Cache.emplace(CacheDir, Result.Root, Base);
-    for (size_t I = 0; I < Sources.size(); ++I) {
-      if (Commands[I].empty())
-        continue;
-      llvm::Expected<std::string> Code = readFile(Sources[I]);
-      if (!Code) {
-        llvm::consumeError(Code.takeError());
-        continue;
-      }
-      Prefixes[I] = precompilablePrefix(Sources[I], *Code, Commands[I].front(),
-                                        Result.Root);
-      Commands[I] = WithCache(I, std::move(Commands[I]));
-    }
   }
 
-  std::vector<UnitResult> Units(Sources.size());
-  unsigned Jobs = std::min<unsigned>(
-      llvm::hardware_concurrency(Options.Jobs).compute_thread_count(),
-      Sources.size());
-  Progress Bar(Sources.size(), !Options.Quiet && llvm::errs().is_displayed());
-  // Parses with the header cache; again without it only when the failure
-  // may be the cache's (an error that is not the code's), so the cache can
-  // only make a run faster.
-  auto ParseCached = [&](size_t I, const std::vector<CompileCommand> &Cached,
+  /// Parses with the header cache; again without it only when the failure
+  /// may be the cache's (an error that is not the code's), so the cache can
+  /// only make a run faster.
+  UnitResult parseCached(size_t I, const std::vector<CompileCommand> &Cached,
                          const std::vector<CompileCommand> &Uncached) {
     UnitResult Unit =
         parseUnit(Options, Result.Root, Sources[I], Shown[I], Cached);
@@ -827,137 +941,107 @@ int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
       Unit = parseUnit(Options, Result.Root, Sources[I], Shown[I], Uncached);
     }
     return Unit;
-  };
-  auto ParseOne = [&](size_t I) {
-    Bar.start(Shown[I]);
-    Units[I] = ParseCached(I, Commands[I], WithoutCache[I]);
-    // g++ builds C++20 code at -std=c++17 (`void train(auto &model)`,
-    // with a warning); Clang does not: a unit that fails before C++20 is
-    // tried again at C++20, with a precompiled header of that standard.
-    // Its own errors are the ones shown if that fails too.
+  }
+
+  /// Unit I, parsed as its command says; where that fails, as g++ would
+  /// have taken it (C++20, the compiler's own include folders).
+  void parseWithRetries(size_t I) {
+    Units[I] = parseCached(I, Commands[I], WithoutCache[I]);
+    retryAtCxx20(I);
+    retryWithCompilerIncludes(I);
+  }
+
+  /// g++ builds C++20 code at -std=c++17 (`void train(auto &model)`, with a
+  /// warning); Clang does not: a unit that fails before C++20 is tried again
+  /// at C++20, with a precompiled header of that standard. Its own errors
+  /// are the ones shown if that fails too.
+  void retryAtCxx20(size_t I) {
     std::string From, To;
     std::vector<CompileCommand> Later;
     if (Units[I].Failed && !WithoutCache[I].empty())
       Later = atCxx20(WithoutCache[I], From, To);
-    if (!Later.empty()) {
-      UnitResult Retry = ParseCached(I, WithCache(I, Later), Later);
-      if (!Retry.Failed) {
-        Retry.Errors = "ddpify: note: '" + Shown[I] + "' does not parse at " +
-                       From + " but does at " + To +
-                       " (GCC accepts C++20 code such as 'void f(auto &x)' "
-                       "before C++20, Clang does not): parsed at " +
-                       To + "\n" + Retry.Errors;
-        Units[I] = std::move(Retry);
-      } else {
-        Units[I].Errors +=
-            "ddpify: note: it does not parse at " + To + " either\n";
-      }
+    if (Later.empty())
+      return;
+    UnitResult Retry = parseCached(I, withCache(I, Later), Later);
+    if (Retry.Failed) {
+      Units[I].Errors +=
+          "ddpify: note: it does not parse at " + To + " either\n";
+      return;
     }
-    // A header Clang lacks that the database's g++ has (<omp.h> under
-    // -fopenmp): the compiler's own include folders, after Clang's.
-    if (Units[I].Failed && !WithoutCache[I].empty() &&
-        llvm::StringRef(Units[I].Errors).contains("file not found")) {
-      std::vector<CompileCommand> WithGcc = WithoutCache[I];
-      std::vector<std::string> Folders = addCompilerIncludeFolders(WithGcc);
-      if (!Folders.empty()) {
-        UnitResult Retry =
-            parseUnit(Options, Result.Root, Sources[I], Shown[I], WithGcc);
-        if (!Retry.Failed) {
-          Retry.Errors = "ddpify: note: '" + Shown[I] +
-                         "' includes a header Clang's own headers lack: "
-                         "parsed with the include folders of '" +
-                         WithGcc.front().CommandLine.front() +
-                         "' after Clang's (" + llvm::join(Folders, ", ") +
-                         ")\n" + Retry.Errors;
-          Units[I] = std::move(Retry);
-        }
-      }
-    }
-    Bar.finish();
-  };
-  if (Jobs <= 1) {
-    for (size_t I = 0; I < Sources.size(); ++I)
-      ParseOne(I);
-  } else {
-    llvm::DefaultThreadPool Pool(llvm::hardware_concurrency(Jobs));
-    for (size_t I = 0; I < Sources.size(); ++I)
-      Pool.async([&ParseOne, I] { ParseOne(I); });
-    Pool.wait();
-  }
-  Bar.clear();
-  if (Cache && Options.CacheTrace)
-    for (const std::string &Event : Cache->events())
-      llvm::errs() << "ddpify: cache: " << Event << "\n";
-
-  // In source order, whatever order the workers finished in.
-  bool Failed = false;
-  for (UnitResult &Unit : Units) {
-    llvm::errs() << Unit.Errors;
-    Failed |= Unit.Failed;
-    Result.Findings.insert(Result.Findings.end(),
-                           std::make_move_iterator(Unit.Findings.begin()),
-                           std::make_move_iterator(Unit.Findings.end()));
-  }
-  if (Failed) {
-    llvm::errs() << "ddpify: error: nothing written: "
-                 << "a translation unit failed to parse\n";
-    return ExitError;
+    Retry.Errors = "ddpify: note: '" + Shown[I] + "' does not parse at " +
+                   From + " but does at " + To +
+                   " (GCC accepts C++20 code such as 'void f(auto &x)' "
+                   "before C++20, Clang does not): parsed at " +
+                   To + "\n" + Retry.Errors;
+    Units[I] = std::move(Retry);
   }
 
-  FindingList &Findings = Result.Findings;
-  dropUnmetRequirements(Findings);
-  // A header included by several translation units is found several times.
-  std::stable_sort(Findings.begin(), Findings.end());
-  Findings.erase(std::unique(Findings.begin(), Findings.end(),
-                             [](const Finding &A, const Finding &B) {
-                               return A.sameSpot(B);
-                             }),
-                 Findings.end());
-  // Lint-only checks have no migration rule: migrate and diff neither apply
-  // their fix-its nor report them (report items carry a ReportId).
-  if (Options.RunMode != Mode::Lint)
-    Findings.erase(std::remove_if(Findings.begin(), Findings.end(),
-                                  [](const Finding &F) {
-                                    return F.RuleId.empty() &&
-                                           F.ReportId.empty();
-                                  }),
-                   Findings.end());
+  /// A header Clang lacks that the database's g++ has (<omp.h> under
+  /// -fopenmp): the compiler's own include folders, after Clang's.
+  void retryWithCompilerIncludes(size_t I) {
+    if (!Units[I].Failed || WithoutCache[I].empty() ||
+        !llvm::StringRef(Units[I].Errors).contains("file not found"))
+      return;
+    std::vector<CompileCommand> WithGcc = WithoutCache[I];
+    std::vector<std::string> Folders = addCompilerIncludeFolders(WithGcc);
+    if (Folders.empty())
+      return;
+    UnitResult Retry =
+        parseUnit(Options, Result.Root, Sources[I], Shown[I], WithGcc);
+    if (Retry.Failed)
+      return;
+    Retry.Errors = "ddpify: note: '" + Shown[I] +
+                   "' includes a header Clang's own headers lack: "
+                   "parsed with the include folders of '" +
+                   WithGcc.front().CommandLine.front() + "' after Clang's (" +
+                   llvm::join(Folders, ", ") + ")\n" + Retry.Errors;
+    Units[I] = std::move(Retry);
+  }
+
+  const ToolOptions &Options;
+  PipelineResult &Result;
+  /// The units as absolute real paths; Shown: as the user gave them (or
+  /// relative to the root).
+  std::vector<std::string> Sources, Shown;
+  std::unique_ptr<CompilationDatabase> Database;
+  /// Each unit's commands, with the header cache's arguments where it has a
+  /// precompiled prefix; WithoutCache: the same without them.
+  std::vector<std::vector<CompileCommand>> Commands, WithoutCache;
+  std::optional<HeaderCache> Cache;
+  std::mutex CacheMutex; // The C++20 retries ask for headers in parallel.
+  /// Each unit's include prefix, scanned once: the C++20 retry changes only
+  /// the standard, not the folders its headers are found in.
+  std::vector<std::vector<std::string>> Prefixes;
+  std::vector<UnitResult> Units;
+};
+
+} // namespace
+
+int runPipeline(const ToolOptions &Options, PipelineResult &Result) {
+  PipelineRun Run(Options, Result);
+  if (int Status = Run.resolveSourcesAndRoot())
+    return Status;
+  if (int Status = Run.loadDatabase())
+    return Status;
+  if (int Status = Run.selectUnits())
+    return Status;
+  Run.buildCommands();
+  Run.useHeaderCache();
+  if (int Status = Run.parseUnits())
+    return Status;
+  Run.mergeFindings();
   // A program that trains nothing (a tensor or autograd demo, inference)
   // needs no DDP: migrate and diff make no edit at all.
-  if (Options.RunMode != Mode::Lint && trainsNothing(Findings)) {
-    Findings.clear();
+  if (Options.RunMode != Mode::Lint && trainsNothing(Result.Findings)) {
+    Result.Findings.clear();
     Result.Notes.push_back(
         "the program trains nothing (no optimizer is built or stepped in "
         "the code reached from main): it needs no DDP, so ddpify leaves it "
         "as it is");
     return ExitOk;
   }
-
-  Result.Edits.setFormatStyle(Options.FormatStyle);
-  // Values moved before a guard carry the edits of other rules inside them.
-  for (const Finding &F : Findings)
-    if (!editsFor(F).empty())
-      for (const FindingEdit &Edit : F.Edits)
-        for (const FindingEdit::Moved &Move : Edit.Moves)
-          Result.Edits.addMove(F.FilePath, Edit.Offset, Move.Offset,
-                               Move.Length, Move.Replacement);
-  for (const Finding &F : Findings)
-    for (const Replacement &Edit : editsFor(F))
-      if (llvm::Error Err = Result.Edits.add(Edit, F.RuleId)) {
-        llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err))
-                     << "\n";
-        return ExitError;
-      }
-  if (llvm::Error Err = Result.Edits.composeMoves()) {
-    llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err)) << "\n";
-    return ExitError;
-  }
-  if (Options.RunMode != Mode::Lint)
-    if (llvm::Error Err = Result.Edits.addRuntimeIncludes()) {
-      llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err))
-                   << "\n";
-      return ExitError;
-    }
+  if (int Status = Run.collectEdits())
+    return Status;
   // R10 and the report items' comments (Report.cpp).
   if (Options.RunMode != Mode::Lint)
     return addBuildAndReportEdits(Options, Result);

@@ -221,31 +221,10 @@ std::string findRuntimeIncludeDir(const char *Argv0) {
   return "";
 }
 
-} // namespace
-
-int main(int argc, const char **argv) {
-  InitLLVM Init(argc, argv);
-  cl::HideUnrelatedOptions(DdpifyCategory);
-  cl::SetVersionPrinter([](raw_ostream &OS) {
-    OS << "ddpify " << build::Version << " (LLVM " << build::ClangMajor
-       << ")\n";
-  });
-  static std::string Help = rulesHelp();
-  static cl::extrahelp RulesHelp(Help.c_str());
-
-  // Relative paths, the compilation database and Clang's own driver all need
-  // the current folder; one deleted under a shell made Clang abort.
-  SmallString<256> Here;
-  if (std::error_code EC = sys::fs::current_path(Here)) {
-    errs() << "ddpify: error: cannot read the current folder (" << EC.message()
-           << "): was it deleted? Run ddpify from an existing folder\n";
-    return ExitError;
-  }
-
-  // The mode comes first, like `git <command>`; --help/--version pass through.
-  ToolOptions Options;
-  std::vector<const char *> Args{argv[0]};
-  int First = 1;
+/// The mode, which comes first like `git <command>`; --help and --version
+/// pass through. First: the index of the first option after it.
+int readMode(int argc, const char **argv, ToolOptions &Options, int &First) {
+  First = 1;
   if (argc > 1 && argv[1][0] != '-') {
     StringRef Name = argv[1];
     if (Name == "migrate")
@@ -265,18 +244,26 @@ int main(int argc, const char **argv) {
       return ExitError;
     }
     First = 2;
-  } else if (argc < 2 || (std::strcmp(argv[1], "--help") != 0 &&
-                          std::strcmp(argv[1], "-help") != 0 &&
-                          std::strcmp(argv[1], "-h") != 0 &&
-                          std::strcmp(argv[1], "--version") != 0)) {
+    return ExitOk;
+  }
+  if (argc < 2 ||
+      (std::strcmp(argv[1], "--help") != 0 &&
+       std::strcmp(argv[1], "-help") != 0 && std::strcmp(argv[1], "-h") != 0 &&
+       std::strcmp(argv[1], "--version") != 0)) {
     errs() << "ddpify: error: no mode given; usage: ddpify migrate|diff|lint "
               "[options] <source>... (see --help)\n";
     return ExitError;
   }
-  // Compiler arguments after `--` form a fixed compilation database.
-  // --color=auto|always|never is read here: LLVM registers its own `--color`.
-  LintOptions LintOpts;
-  bool ColorGiven = false;
+  return ExitOk;
+}
+
+/// The arguments from First on that LLVM's option parser does not take, read
+/// here: compiler arguments after `--` (a fixed compilation database), and
+/// --color=auto|always|never (LLVM registers its own `--color`). Args gets
+/// the others.
+int readOwnArguments(int argc, const char **argv, int First,
+                     ToolOptions &Options, LintOptions &LintOpts,
+                     bool &ColorGiven, std::vector<const char *> &Args) {
   for (int I = First; I < argc; ++I) {
     if (std::strcmp(argv[I], "--") == 0) {
       Options.HasFixedArgs = true;
@@ -302,15 +289,12 @@ int main(int argc, const char **argv) {
     }
     Args.push_back(argv[I]);
   }
-  std::string ParseErrors;
-  raw_string_ostream ErrorStream(ParseErrors);
-  if (!cl::ParseCommandLineOptions(Args.size(), Args.data(), Overview,
-                                   &ErrorStream)) {
-    ErrorStream.flush();
-    errs() << ParseErrors;
-    return ExitError;
-  }
+  return ExitOk;
+}
 
+/// The parsed command-line options into Options and LintOpts.
+void takeOptions(const char *Argv0, ToolOptions &Options,
+                 LintOptions &LintOpts) {
   Options.Sources.assign(Sources.begin(), Sources.end());
   Options.Root = Root;
   Options.BuildPath = BuildPath;
@@ -325,11 +309,21 @@ int main(int argc, const char **argv) {
   Options.NoCache = NoCache;
   Options.CacheTrace = CacheTrace;
   Options.Checks = Checks;
-  Options.ResourceDir = findResourceDir(argv[0]);
-  Options.RuntimeIncludeDir = findRuntimeIncludeDir(argv[0]);
+  Options.ResourceDir = findResourceDir(Argv0);
+  Options.RuntimeIncludeDir = findRuntimeIncludeDir(Argv0);
   Options.ReportPath = ReportFile;
   Options.FormatStyle = FormatStyle;
+  LintOpts.Format = Format;
+  LintOpts.WarningsAsErrors = WarningsAsErrors;
+  LintOpts.ExportFixes = ExportFixes;
+  LintOpts.Fix = Fix;
+  LintOpts.ExitZero = ExitZero;
+  LintOpts.ShowMigration = ShowMigration;
+}
 
+/// The options that do not fit together or cannot be read, each an error
+/// before anything is parsed; the --exclude globs compiled.
+int checkOptions(ToolOptions &Options, bool ColorGiven) {
   // No sources: the whole codebase, every unit of the database under the
   // root (as run-clang-tidy does). `--` lists no files.
   if (Options.Sources.empty() &&
@@ -371,7 +365,6 @@ int main(int argc, const char **argv) {
     errs() << "ddpify: error: --report only applies to migrate and diff\n";
     return ExitError;
   }
-  // A style that cannot be read is an error before anything is parsed.
   // Without sources, a `.clang-format` is looked for from the root (or the
   // current folder) up.
   SmallString<256> StyleFile(Options.Root.empty() ? "." : Options.Root);
@@ -384,17 +377,55 @@ int main(int argc, const char **argv) {
            << "\n";
     return ExitError;
   }
-  LintOpts.Format = Format;
-  LintOpts.WarningsAsErrors = WarningsAsErrors;
-  LintOpts.ExportFixes = ExportFixes;
-  LintOpts.Fix = Fix;
-  LintOpts.ExitZero = ExitZero;
-  LintOpts.ShowMigration = ShowMigration;
+  return ExitOk;
+}
+
+} // namespace
+
+int main(int argc, const char **argv) {
+  InitLLVM Init(argc, argv);
+  cl::HideUnrelatedOptions(DdpifyCategory);
+  cl::SetVersionPrinter([](raw_ostream &OS) {
+    OS << "ddpify " << build::Version << " (LLVM " << build::ClangMajor
+       << ")\n";
+  });
+  static std::string Help = rulesHelp();
+  static cl::extrahelp RulesHelp(Help.c_str());
+
+  // Relative paths, the compilation database and Clang's own driver all need
+  // the current folder; one deleted under a shell made Clang abort.
+  SmallString<256> Here;
+  if (std::error_code EC = sys::fs::current_path(Here)) {
+    errs() << "ddpify: error: cannot read the current folder (" << EC.message()
+           << "): was it deleted? Run ddpify from an existing folder\n";
+    return ExitError;
+  }
+
+  ToolOptions Options;
+  LintOptions LintOpts;
+  int First = 1;
+  if (int Status = readMode(argc, argv, Options, First))
+    return Status;
+  std::vector<const char *> Args{argv[0]};
+  bool ColorGiven = false;
+  if (int Status = readOwnArguments(argc, argv, First, Options, LintOpts,
+                                    ColorGiven, Args))
+    return Status;
+  std::string ParseErrors;
+  raw_string_ostream ErrorStream(ParseErrors);
+  if (!cl::ParseCommandLineOptions(Args.size(), Args.data(), Overview,
+                                   &ErrorStream)) {
+    ErrorStream.flush();
+    errs() << ParseErrors;
+    return ExitError;
+  }
+  takeOptions(argv[0], Options, LintOpts);
+  if (int Status = checkOptions(Options, ColorGiven))
+    return Status;
 
   PipelineResult Result;
   if (int Status = runPipeline(Options, Result))
     return Status;
-
   switch (Options.RunMode) {
   case Mode::Migrate:
     return migrateAndReport(Options, Result);

@@ -666,11 +666,420 @@ double default_timeout_seconds(const char* variable) {
   return 0;
 }
 
+/// One node's part of a job: its workers, their output and exits, and the
+/// job's verdict (this node's alone, or every node's through the link).
+class Job {
+public:
+  explicit Job(Options options)
+      : options_(std::move(options)), host_(host_name()) {
+    // The collective timeout the workers get bounds how long ddprun waits.
+    const double collective_timeout =
+        default_timeout_seconds("DDP_TIMEOUT_SECONDS");
+    join_seconds_ = options_.join_timeout.value_or(
+        collective_timeout > 0 ? collective_timeout : 600);
+    heartbeat_seconds_ = options_.heartbeat_timeout.value_or(
+        collective_timeout > 0
+            ? std::min(30.0, std::max(3.0, collective_timeout / 2))
+            : 30.0);
+    heartbeat_ = std::chrono::milliseconds(
+        static_cast<long long>(heartbeat_seconds_ * 1000));
+    node_name_ = "ddprun on " + host_ +
+                 (options_.nnodes > 1
+                      ? " (node " + std::to_string(options_.node_rank) + ")"
+                      : std::string());
+  }
+
+  /// With several nodes: joins the others and learns the store's port.
+  /// Returns 0, or the exit status when the job failed before it started.
+  int join_nodes() {
+    if (options_.nnodes <= 1) {
+      return 0;
+    }
+    ddprun::LinkConfig config;
+    config.nnodes = options_.nnodes;
+    config.node_rank = options_.node_rank;
+    config.nproc_per_node = options_.nproc_per_node;
+    config.master_addr = options_.master_addr;
+    config.master_port = options_.master_port;
+    config.host = host_;
+    config.join_timeout =
+        std::chrono::milliseconds(static_cast<long long>(join_seconds_ * 1000));
+    config.heartbeat_timeout = heartbeat_;
+    link_.emplace(config);
+    Failure why;
+    const int store_port = link_->join(
+        [&]() -> std::optional<Failure> {
+          const int sig = g_forward_signal;
+          if (sig == 0) {
+            return std::nullopt;
+          }
+          return signal_failure(sig < 0 ? -sig : sig);
+        },
+        why);
+    if (store_port == 0) {
+      std::cerr << "ddprun: job failed: " << why.text << "\n";
+      return why.code;
+    }
+    options_.store_port = store_port;
+    return 0;
+  }
+
+  /// Starts this node's workers, each with its error file; the first that
+  /// cannot start fails the job.
+  void start_workers() {
+    char error_dir[] = "/tmp/ddprun-XXXXXX";
+    if (::mkdtemp(error_dir) != nullptr) {
+      options_.error_dir = error_dir;
+    }
+    workers_.resize(static_cast<size_t>(options_.nproc_per_node));
+    for (int l = 0; l < options_.nproc_per_node; ++l) {
+      Worker& w = workers_[static_cast<size_t>(l)];
+      w.local_rank = l;
+      w.rank = options_.node_rank * options_.nproc_per_node + l;
+      if (!start_worker(options_, w, options_.run_id)) {
+        if (!w.running) {
+          std::cerr << "ddprun: cannot start worker " << w.rank << ": "
+                    << std::strerror(errno) << "\n";
+        }
+        failed_here_ = true;
+        report({Failure::Kind::kCause, 127, w.rank,
+                "worker rank " + std::to_string(w.rank) + " on " + host_ +
+                    " could not start '" + options_.command[0] + "'"});
+        end_job(SIGTERM);
+        break;
+      }
+    }
+    for (const auto& w : workers_) {
+      running_ += w.running ? 1 : 0;
+    }
+  }
+
+  /// A thread blocked in waitpid records exits the moment they happen, so
+  /// the worker that failed first is known even when the others fail a few
+  /// milliseconds later (their collectives break when it exits). Signals
+  /// stay with the main thread.
+  void start_reaper() {
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigset_t previous;
+    ::pthread_sigmask(SIG_BLOCK, &block, &previous);
+    reaper_ = std::thread([this] { reap(); });
+    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  }
+
+  /// One round of supervision (every 20 ms or as output comes); false once
+  /// the job is over on this node (and, with several nodes, settled).
+  bool supervise() {
+    decide(Clock::now());
+    if (running_ == 0) {
+      if (!link_) {
+        return false;
+      }
+      if (!failed_here_ && !done_reported_) {
+        done_reported_ = true;
+        link_->report_done();
+      }
+      if (link_->settled()) {
+        return false;
+      }
+    }
+    forward_signal();
+    pump_output();
+    take_exits();
+    fail_stopped_workers();
+    kill_after_grace();
+    return true;
+  }
+
+  /// The output left in the pipes and the error files gone; the job's exit
+  /// status.
+  int finish() {
+    reaper_.join();
+    // Whatever output is left in the pipes (not waiting for a grandchild
+    // that still holds one open).
+    for (auto& w : workers_) {
+      for (Stream* s : {&w.out, &w.err}) {
+        const std::string prefix = "[rank" + std::to_string(w.rank) + "]: ";
+        while (s->fd >= 0) {
+          pollfd fd{s->fd, POLLIN, 0};
+          if (::poll(&fd, 1, 200) <= 0) {
+            s->pending += s->pending.empty() ? "" : "\n";
+            if (!s->pending.empty()) {
+              write_all(s->out_fd, prefix + s->pending);
+            }
+            ::close(s->fd);
+            s->fd = -1;
+            break;
+          }
+          pump(*s, prefix);
+        }
+      }
+    }
+    remove_error_dir(options_.error_dir);
+    return verdict_ ? verdict_->code : 0;
+  }
+
+private:
+  using Clock = ddprun::Clock;
+  using Failure = ddprun::Failure;
+
+  /// A signal sent to ddprun, as the job's cause.
+  Failure signal_failure(int sig) const {
+    return Failure{Failure::Kind::kCause, 128 + sig, -1,
+                   node_name_ + " was sent " + ddprun::signal_name(sig)};
+  }
+
+  void report(const Failure& failure) {
+    if (link_) {
+      link_->report(failure, Clock::now());
+    } else {
+      local_root_.report(failure, Clock::now());
+    }
+  }
+
+  /// Signals every running worker, and bounds how long they may take.
+  void end_job(int sig) {
+    for (auto& w : workers_) {
+      if (w.running) {
+        ::kill(w.pid, sig);
+        // A stopped worker only acts on the signal once continued.
+        ::kill(w.pid, SIGCONT);
+        w.signalled = true;
+      }
+    }
+    if (!kill_at_) {
+      kill_at_ = Clock::now() +
+                 std::chrono::milliseconds(
+                     static_cast<long long>(options_.grace_seconds * 1000));
+    }
+  }
+
+  void reap() {
+    for (;;) {
+      int status = 0;
+      // Stops and continues too: a stopped worker stalls every collective.
+      const pid_t pid = ::waitpid(-1, &status, WUNTRACED | WCONTINUED);
+      if (pid > 0) {
+        // When this thread ran late, several workers may have exited since:
+        // take them all in one round. Which of them is the cause is not
+        // their order (waitpid returns the oldest child first) but what each
+        // says (RootCause).
+        std::vector<std::pair<pid_t, int>> round{{pid, status}};
+        for (;;) {
+          int more_status = 0;
+          const pid_t more =
+              ::waitpid(-1, &more_status, WNOHANG | WUNTRACED | WCONTINUED);
+          if (more <= 0) {
+            break;
+          }
+          round.emplace_back(more, more_status);
+        }
+        std::lock_guard<std::mutex> lock(exits_mutex_);
+        exits_.insert(exits_.end(), round.begin(), round.end());
+      } else if (errno != EINTR) {
+        return; // ECHILD: no children left
+      }
+    }
+  }
+
+  /// The job's root cause, once known: said once, and every worker ended.
+  void decide(Clock::time_point now) {
+    if (verdict_) {
+      if (link_) {
+        link_->service(now);
+      }
+      return;
+    }
+    if (link_) {
+      link_->service(now);
+      verdict_ = link_->verdict();
+    } else {
+      verdict_ = local_root_.decide(now, running_ == 0);
+    }
+    if (verdict_) {
+      std::cerr << "ddprun: job failed: " << verdict_->text
+                << (running_ > 0 ? "; ending the workers on " + host_ : "")
+                << "\n";
+      if (running_ > 0) {
+        end_job(SIGTERM);
+      }
+    }
+  }
+
+  /// Forwards a signal sent to ddprun to the workers.
+  void forward_signal() {
+    if (g_forward_signal == 0) {
+      return;
+    }
+    const int sig = g_forward_signal;
+    g_forward_signal = 0;
+    if (!verdict_ && !failed_here_) {
+      failed_here_ = true;
+      report(signal_failure(sig < 0 ? -sig : sig));
+    }
+    if (sig > 0) {
+      end_job(sig);
+    } else if (!kill_at_) {
+      // The workers got it from the terminal; bound their shutdown.
+      kill_at_ = Clock::now() +
+                 std::chrono::milliseconds(
+                     static_cast<long long>(options_.grace_seconds * 1000));
+    }
+  }
+
+  /// The workers' output, each line prefixed with its rank.
+  void pump_output() {
+    std::vector<pollfd> fds;
+    std::vector<Stream*> streams;
+    for (auto& w : workers_) {
+      for (Stream* s : {&w.out, &w.err}) {
+        if (s->fd >= 0) {
+          fds.push_back(pollfd{s->fd, POLLIN, 0});
+          streams.push_back(s);
+        }
+      }
+    }
+    if (fds.empty()) {
+      ::usleep(20 * 1000);
+      return;
+    }
+    if (::poll(fds.data(), fds.size(), 20) <= 0) {
+      return;
+    }
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) {
+        Worker* owner = nullptr;
+        for (auto& w : workers_) {
+          if (&w.out == streams[k] || &w.err == streams[k]) {
+            owner = &w;
+          }
+        }
+        pump(*streams[k], "[rank" + std::to_string(owner->rank) + "]: ");
+      }
+    }
+  }
+
+  /// Exits, stops and continues, in the order they happened.
+  void take_exits() {
+    std::vector<std::pair<pid_t, int>> exited;
+    {
+      std::lock_guard<std::mutex> lock(exits_mutex_);
+      exited.swap(exits_);
+    }
+    std::vector<Failure> failures;
+    for (const auto& [pid, status] : exited) {
+      for (auto& w : workers_) {
+        if (w.pid != pid || !w.running) {
+          continue;
+        }
+        if (WIFSTOPPED(status)) {
+          w.stopped_since = Clock::now();
+          w.stop_signal = WSTOPSIG(status);
+          if (!verdict_) {
+            report({Failure::Kind::kStopped, 1, w.rank,
+                    "worker rank " + std::to_string(w.rank) + " on " + host_ +
+                        " (pid " + std::to_string(w.pid) + ") was stopped by " +
+                        ddprun::signal_name(w.stop_signal)});
+          }
+          continue;
+        }
+        if (WIFCONTINUED(status)) {
+          if (w.stopped_since && !verdict_) {
+            if (link_) {
+              link_->resumed(w.rank);
+            } else {
+              local_root_.resumed(w.rank);
+            }
+          }
+          w.stopped_since.reset();
+          continue;
+        }
+        w.running = false;
+        w.code = status_code(status);
+        --running_;
+        // Workers that ddprun itself ended say nothing about the cause. A
+        // SIGKILL is ddprun's only once it sent one: a worker killed from
+        // outside just before ddprun's SIGTERM (its exit reaped in the next
+        // round) is the cause, not one ddprun ended.
+        const bool ended_here =
+            w.signalled && WIFSIGNALED(status) &&
+            (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT ||
+             (WTERMSIG(status) == SIGKILL && w.killed));
+        if (w.code != 0 && !verdict_ && !ended_here) {
+          failures.push_back(worker_failure(options_, w, status, host_));
+        }
+      }
+    }
+    // Reported once the whole round is in: a worker that died in it before
+    // ddprun ended the others is not mistaken for one that ddprun ended.
+    for (const auto& failure : failures) {
+      report(failure);
+      if (!failed_here_) {
+        failed_here_ = true;
+        // A failed worker ends the job whatever the cause.
+        end_job(SIGTERM);
+      }
+    }
+  }
+
+  /// A worker stopped for the heartbeat timeout is the job's failure.
+  void fail_stopped_workers() {
+    for (auto& w : workers_) {
+      if (w.running && w.stopped_since && !w.stop_reported && !verdict_ &&
+          Clock::now() - *w.stopped_since >= heartbeat_) {
+        w.stop_reported = true;
+        failed_here_ = true;
+        std::ostringstream seconds;
+        seconds << heartbeat_seconds_;
+        report({Failure::Kind::kCause, 1, w.rank,
+                "worker rank " + std::to_string(w.rank) + " on " + host_ +
+                    " (pid " + std::to_string(w.pid) + ") was stopped by " +
+                    ddprun::signal_name(w.stop_signal) +
+                    " and not continued for " + seconds.str() + " s"});
+        end_job(SIGTERM);
+      }
+    }
+  }
+
+  /// Workers still running when the grace period is over are killed.
+  void kill_after_grace() {
+    if (running_ == 0 || !kill_at_ || Clock::now() < *kill_at_) {
+      return;
+    }
+    for (auto& w : workers_) {
+      if (w.running) {
+        ::kill(w.pid, SIGKILL);
+        w.signalled = true;
+        w.killed = true;
+      }
+    }
+    kill_at_ = Clock::now() + std::chrono::hours(1);
+  }
+
+  Options options_;
+  std::string host_;
+  std::string node_name_;
+  double join_seconds_ = 0;
+  double heartbeat_seconds_ = 0;
+  std::chrono::milliseconds heartbeat_{0};
+  std::optional<ddprun::NodeLink> link_;
+  ddprun::RootCause local_root_{std::chrono::seconds(2)}; // a single node's
+  std::vector<Worker> workers_;
+  size_t running_ = 0;
+  bool failed_here_ = false; // a worker failed here, or ddprun was signalled
+  bool done_reported_ = false;
+  std::optional<Failure> verdict_;
+  std::optional<Clock::time_point> kill_at_;
+  std::mutex exits_mutex_;
+  std::vector<std::pair<pid_t, int>> exits_;
+  std::thread reaper_;
+};
+
 } // namespace
 
 int main(int argc, char** argv) {
-  using ddprun::Clock;
-  using ddprun::Failure;
   Options options = parse_args(argc, argv);
   if (options.master_port == 0) {
     const int port = options.nnodes == 1 ? ddprun::free_port() : 0;
@@ -686,338 +1095,13 @@ int main(int argc, char** argv) {
                  "process (set it to tune)\n";
   }
   install_handlers();
-  const std::string host = host_name();
-  // The collective timeout the workers get bounds how long ddprun waits.
-  const double collective_timeout =
-      default_timeout_seconds("DDP_TIMEOUT_SECONDS");
-  const double join_seconds = options.join_timeout.value_or(
-      collective_timeout > 0 ? collective_timeout : 600);
-  const double heartbeat_seconds = options.heartbeat_timeout.value_or(
-      collective_timeout > 0
-          ? std::min(30.0, std::max(3.0, collective_timeout / 2))
-          : 30.0);
-  const auto heartbeat = std::chrono::milliseconds(
-      static_cast<long long>(heartbeat_seconds * 1000));
-  const std::string node_name =
-      "ddprun on " + host +
-      (options.nnodes > 1 ? " (node " + std::to_string(options.node_rank) + ")"
-                          : std::string());
-
-  // A signal sent to ddprun, as the job's cause.
-  auto signal_failure = [&](int sig) {
-    return Failure{Failure::Kind::kCause, 128 + sig, -1,
-                   node_name + " was sent " + ddprun::signal_name(sig)};
-  };
-
-  std::optional<ddprun::NodeLink> link;
-  if (options.nnodes > 1) {
-    ddprun::LinkConfig config;
-    config.nnodes = options.nnodes;
-    config.node_rank = options.node_rank;
-    config.nproc_per_node = options.nproc_per_node;
-    config.master_addr = options.master_addr;
-    config.master_port = options.master_port;
-    config.host = host;
-    config.join_timeout =
-        std::chrono::milliseconds(static_cast<long long>(join_seconds * 1000));
-    config.heartbeat_timeout = heartbeat;
-    link.emplace(config);
-    Failure why;
-    const int store_port = link->join(
-        [&]() -> std::optional<Failure> {
-          const int sig = g_forward_signal;
-          if (sig == 0) {
-            return std::nullopt;
-          }
-          return signal_failure(sig < 0 ? -sig : sig);
-        },
-        why);
-    if (store_port == 0) {
-      std::cerr << "ddprun: job failed: " << why.text << "\n";
-      return why.code;
-    }
-    options.store_port = store_port;
+  Job job(std::move(options));
+  if (const int failed = job.join_nodes()) {
+    return failed;
   }
-
-  char error_dir[] = "/tmp/ddprun-XXXXXX";
-  if (::mkdtemp(error_dir) != nullptr) {
-    options.error_dir = error_dir;
+  job.start_workers();
+  job.start_reaper();
+  while (job.supervise()) {
   }
-
-  std::vector<Worker> workers(static_cast<size_t>(options.nproc_per_node));
-  ddprun::RootCause local_root(std::chrono::seconds(2)); // a single node's
-  auto report = [&](const Failure& failure) {
-    if (link) {
-      link->report(failure, Clock::now());
-    } else {
-      local_root.report(failure, Clock::now());
-    }
-  };
-  bool failed_here = false; // a worker failed here, or ddprun was signalled
-  std::optional<Failure> verdict;
-  std::optional<Clock::time_point> kill_at;
-  auto end_job = [&](int sig) {
-    for (auto& w : workers) {
-      if (w.running) {
-        ::kill(w.pid, sig);
-        // A stopped worker only acts on the signal once continued.
-        ::kill(w.pid, SIGCONT);
-        w.signalled = true;
-      }
-    }
-    if (!kill_at) {
-      kill_at = Clock::now() + std::chrono::milliseconds(static_cast<long long>(
-                                   options.grace_seconds * 1000));
-    }
-  };
-
-  for (int l = 0; l < options.nproc_per_node; ++l) {
-    Worker& w = workers[static_cast<size_t>(l)];
-    w.local_rank = l;
-    w.rank = options.node_rank * options.nproc_per_node + l;
-    if (!start_worker(options, w, options.run_id)) {
-      if (!w.running) {
-        std::cerr << "ddprun: cannot start worker " << w.rank << ": "
-                  << std::strerror(errno) << "\n";
-      }
-      failed_here = true;
-      report({Failure::Kind::kCause, 127, w.rank,
-              "worker rank " + std::to_string(w.rank) + " on " + host +
-                  " could not start '" + options.command[0] + "'"});
-      end_job(SIGTERM);
-      break;
-    }
-  }
-
-  size_t running = 0;
-  for (const auto& w : workers) {
-    running += w.running ? 1 : 0;
-  }
-  // A thread blocked in waitpid records exits the moment they happen, so the
-  // worker that failed first is known even when the others fail a few
-  // milliseconds later (their collectives break when it exits). Signals stay
-  // with the main thread.
-  std::mutex exits_mutex;
-  std::vector<std::pair<pid_t, int>> exits;
-  sigset_t block;
-  sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  sigaddset(&block, SIGTERM);
-  sigset_t previous;
-  ::pthread_sigmask(SIG_BLOCK, &block, &previous);
-  std::thread reaper([&exits_mutex, &exits] {
-    for (;;) {
-      int status = 0;
-      // Stops and continues too: a stopped worker stalls every collective.
-      const pid_t pid = ::waitpid(-1, &status, WUNTRACED | WCONTINUED);
-      if (pid > 0) {
-        // When this thread ran late, several workers may have exited since:
-        // take them all in one round. Which of them is the cause is not their
-        // order (waitpid returns the oldest child first) but what each says
-        // (RootCause).
-        std::vector<std::pair<pid_t, int>> round{{pid, status}};
-        for (;;) {
-          int more_status = 0;
-          const pid_t more =
-              ::waitpid(-1, &more_status, WNOHANG | WUNTRACED | WCONTINUED);
-          if (more <= 0) {
-            break;
-          }
-          round.emplace_back(more, more_status);
-        }
-        std::lock_guard<std::mutex> lock(exits_mutex);
-        exits.insert(exits.end(), round.begin(), round.end());
-      } else if (errno != EINTR) {
-        return; // ECHILD: no children left
-      }
-    }
-  });
-  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  bool done_reported = false;
-  for (;;) {
-    const auto now = Clock::now();
-    // The job's root cause, once known: said once, and every worker ended.
-    if (!verdict) {
-      if (link) {
-        link->service(now);
-        verdict = link->verdict();
-      } else {
-        verdict = local_root.decide(now, running == 0);
-      }
-      if (verdict) {
-        std::cerr << "ddprun: job failed: " << verdict->text
-                  << (running > 0 ? "; ending the workers on " + host : "")
-                  << "\n";
-        if (running > 0) {
-          end_job(SIGTERM);
-        }
-      }
-    } else if (link) {
-      link->service(now);
-    }
-    if (running == 0) {
-      if (!link) {
-        break;
-      }
-      if (!failed_here && !done_reported) {
-        done_reported = true;
-        link->report_done();
-      }
-      if (link->settled()) {
-        break;
-      }
-    }
-    // Forward a signal sent to ddprun.
-    if (g_forward_signal != 0) {
-      const int sig = g_forward_signal;
-      g_forward_signal = 0;
-      if (!verdict && !failed_here) {
-        failed_here = true;
-        report(signal_failure(sig < 0 ? -sig : sig));
-      }
-      if (sig > 0) {
-        end_job(sig);
-      } else if (!kill_at) {
-        // The workers got it from the terminal; bound their shutdown.
-        kill_at = Clock::now() +
-                  std::chrono::milliseconds(
-                      static_cast<long long>(options.grace_seconds * 1000));
-      }
-    }
-    // Output of the workers, prefixed.
-    std::vector<pollfd> fds;
-    std::vector<Stream*> streams;
-    for (auto& w : workers) {
-      for (Stream* s : {&w.out, &w.err}) {
-        if (s->fd >= 0) {
-          fds.push_back(pollfd{s->fd, POLLIN, 0});
-          streams.push_back(s);
-        }
-      }
-    }
-    if (fds.empty()) {
-      ::usleep(20 * 1000);
-    } else if (::poll(fds.data(), fds.size(), 20) > 0) {
-      for (size_t k = 0; k < fds.size(); ++k) {
-        if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) {
-          Worker* owner = nullptr;
-          for (auto& w : workers) {
-            if (&w.out == streams[k] || &w.err == streams[k]) {
-              owner = &w;
-            }
-          }
-          pump(*streams[k], "[rank" + std::to_string(owner->rank) + "]: ");
-        }
-      }
-    }
-    // Exits, stops and continues, in the order they happened.
-    std::vector<std::pair<pid_t, int>> exited;
-    {
-      std::lock_guard<std::mutex> lock(exits_mutex);
-      exited.swap(exits);
-    }
-    std::vector<Failure> failures;
-    for (const auto& [pid, status] : exited) {
-      for (auto& w : workers) {
-        if (w.pid != pid || !w.running) {
-          continue;
-        }
-        if (WIFSTOPPED(status)) {
-          w.stopped_since = Clock::now();
-          w.stop_signal = WSTOPSIG(status);
-          if (!verdict) {
-            report({Failure::Kind::kStopped, 1, w.rank,
-                    "worker rank " + std::to_string(w.rank) + " on " + host +
-                        " (pid " + std::to_string(w.pid) + ") was stopped by " +
-                        ddprun::signal_name(w.stop_signal)});
-          }
-          continue;
-        }
-        if (WIFCONTINUED(status)) {
-          if (w.stopped_since && !verdict) {
-            if (link) {
-              link->resumed(w.rank);
-            } else {
-              local_root.resumed(w.rank);
-            }
-          }
-          w.stopped_since.reset();
-          continue;
-        }
-        w.running = false;
-        w.code = status_code(status);
-        --running;
-        // Workers that ddprun itself ended say nothing about the cause. A
-        // SIGKILL is ddprun's only once it sent one: a worker killed from
-        // outside just before ddprun's SIGTERM (its exit reaped in the next
-        // round) is the cause, not one ddprun ended.
-        const bool ended_here =
-            w.signalled && WIFSIGNALED(status) &&
-            (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT ||
-             (WTERMSIG(status) == SIGKILL && w.killed));
-        if (w.code != 0 && !verdict && !ended_here) {
-          failures.push_back(worker_failure(options, w, status, host));
-        }
-      }
-    }
-    // Reported once the whole round is in: a worker that died in it before
-    // ddprun ended the others is not mistaken for one that ddprun ended.
-    for (const auto& failure : failures) {
-      report(failure);
-      if (!failed_here) {
-        failed_here = true;
-        // A failed worker ends the job whatever the cause.
-        end_job(SIGTERM);
-      }
-    }
-    // A worker stopped for the heartbeat timeout is the job's failure.
-    for (auto& w : workers) {
-      if (w.running && w.stopped_since && !w.stop_reported && !verdict &&
-          Clock::now() - *w.stopped_since >= heartbeat) {
-        w.stop_reported = true;
-        failed_here = true;
-        std::ostringstream seconds;
-        seconds << heartbeat_seconds;
-        report({Failure::Kind::kCause, 1, w.rank,
-                "worker rank " + std::to_string(w.rank) + " on " + host +
-                    " (pid " + std::to_string(w.pid) + ") was stopped by " +
-                    ddprun::signal_name(w.stop_signal) +
-                    " and not continued for " + seconds.str() + " s"});
-        end_job(SIGTERM);
-      }
-    }
-    if (running > 0 && kill_at && Clock::now() >= *kill_at) {
-      for (auto& w : workers) {
-        if (w.running) {
-          ::kill(w.pid, SIGKILL);
-          w.signalled = true;
-          w.killed = true;
-        }
-      }
-      kill_at = Clock::now() + std::chrono::hours(1);
-    }
-  }
-  reaper.join();
-  // Whatever output is left in the pipes (not waiting for a grandchild
-  // that still holds one open).
-  for (auto& w : workers) {
-    for (Stream* s : {&w.out, &w.err}) {
-      const std::string prefix = "[rank" + std::to_string(w.rank) + "]: ";
-      while (s->fd >= 0) {
-        pollfd fd{s->fd, POLLIN, 0};
-        if (::poll(&fd, 1, 200) <= 0) {
-          s->pending += s->pending.empty() ? "" : "\n";
-          if (!s->pending.empty()) {
-            write_all(s->out_fd, prefix + s->pending);
-          }
-          ::close(s->fd);
-          s->fd = -1;
-          break;
-        }
-        pump(*s, prefix);
-      }
-    }
-  }
-  remove_error_dir(options.error_dir);
-  return verdict ? verdict->code : 0;
+  return job.finish();
 }
