@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,8 @@ Args parse(int argc, char** argv) {
         args.ddp_options.broadcast_buffers(std::stoi(value()) != 0);
       } else if (a == "--shared-memory") {
         args.ddp_options.shared_memory(std::stoi(value()) != 0);
+      } else if (a == "--check-sync") {
+        args.ddp_options.check_sync_every(std::stoll(value()));
       } else {
         std::cerr << "ddp_bench: unknown argument " << a << "\n";
         std::exit(2);
@@ -232,15 +235,18 @@ int main(int argc, char** argv) {
       }
       std::printf(
           "RESULT {\"mode\": \"%s\", \"model\": \"%s\", \"batch\": %lld, "
-          "\"params\": %lld, \"median_ms\": %.4f, \"cpu_ms\": %.4f, "
+          "\"params\": %lld, \"median_ms\": %.4f, \"mean_ms\": %.4f, "
+          "\"cpu_ms\": %.4f, \"sync_checks\": %lld, "
           "\"forward_ms\": %.4f, \"backward_ms\": %.4f, \"step_ms\": %.4f, "
           "\"buckets\": %lld, "
           "\"allreduces_per_step\": %.3f, \"collectives_per_step\": %.3f, "
           "\"bytes_per_step\": %.1f}\n",
           args.mode.c_str(), args.model.c_str(),
           static_cast<long long>(args.batch), static_cast<long long>(numel),
-          median(times), cpu_per_step, median(forward_times),
-          median(backward_times), median(step_times),
+          median(times),
+          std::accumulate(times.begin(), times.end(), 0.0) / times.size(),
+          cpu_per_step, static_cast<long long>(stats.sync_checks),
+          median(forward_times), median(backward_times), median(step_times),
           static_cast<long long>(buckets),
           double(stats.allreduces) / args.steps,
           double(stats.collectives()) / args.steps,

@@ -3,6 +3,8 @@
 #   bench/runtime/run.sh [BUILD_DIR] [REPS]
 #   bench/runtime/run.sh multihost [BUILD_DIR] [REPS]   (root: test hosts, a
 #       rate-limited link at 1 and 10 Gbit/s; bench/runtime/multihost.py)
+#   bench/runtime/run.sh sync-check [BUILD_DIR] [REPS]  (the sync check's
+#       cost, K = 1 and 100 against off; bench/runtime/sync_check.py)
 # BUILD_DIR: a build tree of this project (default: build); its ddp_runtime is
 # built if needed, the benchmark goes into BUILD_DIR/bench-runtime. PyTorch's
 # DDP, the reference, is the PyTorch of BUILD_DIR's LibTorch: Debian's
@@ -11,8 +13,8 @@
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=local
-if [ "${1:-}" = multihost ]; then
-  mode=multihost
+if [ "${1:-}" = multihost ] || [ "${1:-}" = sync-check ]; then
+  mode=$1
   shift
 fi
 build=$(cd "${1:-$root/build}" && pwd)
@@ -38,6 +40,10 @@ if [ "$mode" = multihost ]; then
   exec /usr/bin/python3 "$root/bench/runtime/multihost.py" --python "$python" \
     --ddprun "$build/bin/ddprun" --bench "$build/bench-runtime/ddp_bench" \
     --reps "$reps" --compression "$compression"
+fi
+if [ "$mode" = sync-check ]; then
+  exec "$python" "$root/bench/runtime/sync_check.py" \
+    --bench "$build/bench-runtime/ddp_bench" --reps "$reps"
 fi
 exec "$python" "$root/bench/runtime/bench.py" --python "$python" \
   --bench "$build/bench-runtime/ddp_bench" --reps "$reps"

@@ -23,7 +23,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <future>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -72,6 +74,21 @@ c10::optional<c10::ScalarType> comm_hook_dtype(CommHook hook) {
     break;
   }
   return c10::nullopt;
+}
+
+// DDP_CHECK_SYNC overrides the option: how many synchronised backward
+// passes apart the parameters are compared across ranks (0: never).
+int64_t check_sync_every(int64_t option) {
+  const char* text = std::getenv("DDP_CHECK_SYNC");
+  if (text == nullptr || *text == '\0') {
+    return option;
+  }
+  char* end = nullptr;
+  const long long every = std::strtoll(text, &end, 10);
+  TORCH_CHECK(end != text && *end == '\0' && every >= 0, kWho,
+              "DDP_CHECK_SYNC='", text,
+              "' is not a number of steps: use 0 (off) or a positive count");
+  return every;
 }
 
 bool hierarchical_allowed_by_env() {
@@ -232,6 +249,7 @@ public:
     world_size_ = pg_->getSize();
     rank_ = pg_->getRank();
     hook_dtype_ = comm_hook_dtype(options_.comm_hook());
+    check_sync_every_ = check_sync_every(options_.check_sync_every());
     check_hook_dtype();
     verify_shapes();
     broadcast_states();
@@ -569,6 +587,70 @@ private:
       }
     }
     ++stats_.synced_backwards;
+    if (check_sync_every_ > 0 &&
+        stats_.synced_backwards % check_sync_every_ == 0) {
+      check_in_sync(stats_.synced_backwards);
+    }
+  }
+
+  // The sync check: one checksum per parameter (and buffer, when they are
+  // kept equal), all-gathered; every rank sees the same table, so every
+  // rank throws the same error, naming the first tensor that differs.
+  void check_in_sync(int64_t step) {
+    std::vector<torch::Tensor> tensors = all_params_;
+    std::vector<std::string> names = all_names_;
+    if (options_.broadcast_buffers()) {
+      tensors.insert(tensors.end(), buffers_.begin(), buffers_.end());
+      names.insert(names.end(), buffer_names_.begin(), buffer_names_.end());
+    }
+    if (tensors.empty()) {
+      return;
+    }
+    torch::NoGradGuard no_grad;
+    const auto device = collective_device();
+    std::vector<torch::Tensor> sums;
+    sums.reserve(tensors.size());
+    for (const auto& t : tensors) {
+      sums.push_back(t.detach().sum(torch::kDouble).to(device));
+    }
+    std::vector<torch::Tensor> input{torch::stack(sums)};
+    std::vector<std::vector<torch::Tensor>> gathered(1);
+    for (int i = 0; i < world_size_; ++i) {
+      gathered[0].push_back(torch::empty_like(input[0]));
+    }
+    wait_for(pg_->allgather(gathered, input), "sync check");
+    ++stats_.sync_checks;
+    std::vector<torch::Tensor> table;
+    for (const auto& row : gathered[0]) {
+      table.push_back(row.cpu());
+    }
+    const auto n = static_cast<size_t>(input[0].numel());
+    for (size_t i = 0; i < n; ++i) {
+      // Bits, not values: a NaN every rank holds is in sync.
+      const double mine = table[0].data_ptr<double>()[i];
+      bool same = true;
+      for (int r = 1; r < world_size_ && same; ++r) {
+        const double theirs = table[r].data_ptr<double>()[i];
+        same = std::memcmp(&mine, &theirs, sizeof(double)) == 0;
+      }
+      if (same) {
+        continue;
+      }
+      std::ostringstream msg;
+      msg << kWho << "the ranks are out of sync at step " << step << ": '"
+          << names[i] << "' differs (its sum: " << std::setprecision(17);
+      constexpr int kShown = 8;
+      for (int r = 0; r < world_size_ && r < kShown; ++r) {
+        msg << (r ? ", " : "") << "rank " << r << " "
+            << table[r].data_ptr<double>()[i];
+      }
+      if (world_size_ > kShown) {
+        msg << ", ...";
+      }
+      msg << "); something changed it on some ranks only (an update outside "
+             "the optimizer, a rank-dependent branch, a load on one rank)";
+      throw std::runtime_error(msg.str());
+    }
   }
 
   // All ranks must hold the same parameters (count, shapes, dtypes, frozen
@@ -927,6 +1009,7 @@ private:
   c10::intrusive_ptr<c10d::ProcessGroup> host_pg_;
   c10::intrusive_ptr<c10d::ProcessGroup> leaders_pg_;
   c10::optional<c10::ScalarType> hook_dtype_;
+  int64_t check_sync_every_ = 0;
   int world_size_ = 1;
   int rank_ = 0;
   std::vector<std::string> all_names_;

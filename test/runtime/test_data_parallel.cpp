@@ -962,4 +962,102 @@ TEST(DataParallel, SingleProcessIsANoOp) {
       options);
 }
 
+// The sync check's workload: a Sequential (its parameters are named "0.weight",
+// ..., "2.bias") with a BatchNorm (buffers), SGD with momentum, `steps`
+// synced backward passes; on rank `skewed_rank`, after the optimizer step of
+// step `skew_after`, "2.bias" is changed behind the wrapper's back. Returns
+// the message of the error a backward pass threw ("" if none).
+std::string train_with_sync_check(ddp::DistributedDataParallelOptions options,
+                                  int steps, int skewed_rank, int skew_after) {
+  torch::manual_seed(3);
+  torch::nn::Sequential net(torch::nn::Linear(6, 8), torch::nn::BatchNorm1d(8),
+                            torch::nn::Linear(8, 2));
+  ddp::DistributedDataParallel net_ddp(net, options.shared_memory(false));
+  torch::optim::SGD opt(net->parameters(),
+                        torch::optim::SGDOptions(0.05).momentum(0.9));
+  for (int step = 1; step <= steps; ++step) {
+    torch::manual_seed(100 * step + ddp::rank());
+    auto x = torch::randn({4, 6});
+    auto y = torch::randn({4, 2});
+    opt.zero_grad();
+    try {
+      torch::mse_loss(net_ddp(x), y).backward();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    opt.step();
+    if (step == skew_after && ddp::rank() == skewed_rank) {
+      torch::NoGradGuard no_grad;
+      net->named_parameters()["2.bias"].add_(0.5);
+    }
+  }
+  return "";
+}
+
+TEST(SyncCheck, ParameterChangedOnOneRankStopsEveryRankWithinKSteps) {
+  ddp_test::run_ranks(3, [] {
+    // Changed after step 3's update; checked at steps 2 and 4.
+    const std::string error = train_with_sync_check(
+        ddp::DistributedDataParallelOptions().check_sync_every(2), 8,
+        /*skewed_rank=*/1, /*skew_after=*/3);
+    EXPECT_NE(error.find("out of sync at step 4: '2.bias' differs"),
+              std::string::npos)
+        << error;
+    // The ranks' sums, rank 1's apart from the others'.
+    EXPECT_NE(error.find("rank 0 "), std::string::npos) << error;
+    EXPECT_NE(error.find(", rank 1 "), std::string::npos) << error;
+    EXPECT_NE(error.find(", rank 2 "), std::string::npos) << error;
+  });
+}
+
+TEST(SyncCheck, InSyncTrainingPassesEveryCheck) {
+  ddp_test::run_ranks(2, [] {
+    auto model = make_net(7);
+    ddp::DistributedDataParallel model_ddp(
+        model, ddp::DistributedDataParallelOptions().check_sync_every(1));
+    auto opt = make_sgd(*model);
+    for (int step = 0; step < 4; ++step) {
+      auto [x, y] = local_batch(step);
+      opt->zero_grad();
+      torch::mse_loss(model_ddp(x), y).backward();
+      opt->step();
+    }
+    EXPECT_EQ(model_ddp.stats().sync_checks, 4);
+    // The check is no gradient collective.
+    EXPECT_EQ(model_ddp.stats().synced_backwards, 4);
+    const std::string error = train_with_sync_check(
+        ddp::DistributedDataParallelOptions().check_sync_every(1), 5,
+        /*skewed_rank=*/-1, /*skew_after=*/0);
+    EXPECT_EQ(error, "");
+  });
+}
+
+TEST(SyncCheck, EnvironmentTurnsItOnAndOff) {
+  ddp_test::RankOptions on;
+  on.env = {{"DDP_CHECK_SYNC", "1"}};
+  ddp_test::run_ranks(
+      2,
+      [] {
+        // Option off, DDP_CHECK_SYNC=1: found at the next step.
+        const std::string error = train_with_sync_check(
+            ddp::DistributedDataParallelOptions(), 4, /*skewed_rank=*/0,
+            /*skew_after=*/2);
+        EXPECT_NE(error.find("out of sync at step 3: '2.bias'"),
+                  std::string::npos)
+            << error;
+      },
+      on);
+  ddp_test::RankOptions off;
+  off.env = {{"DDP_CHECK_SYNC", "0"}};
+  ddp_test::run_ranks(
+      2,
+      [] {
+        const std::string error = train_with_sync_check(
+            ddp::DistributedDataParallelOptions().check_sync_every(1), 4,
+            /*skewed_rank=*/0, /*skew_after=*/2);
+        EXPECT_EQ(error, "");
+      },
+      off);
+}
+
 } // namespace

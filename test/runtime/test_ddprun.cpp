@@ -216,6 +216,28 @@ TEST(Ddprun, WorkerFailingMidTrainingEndsTheJob) {
   EXPECT_FALSE(contains(r.output, "terminate called")) << r.output;
 }
 
+TEST(Ddprun, SyncCheckStopsAJobWhoseRanksDiverged) {
+  // The bias changed on rank 2 after step 3; checked every 2 steps: step 4.
+  const auto r =
+      ddp_test::run_command(ddprun({"--nproc-per-node", "3",
+                                    DDP_TRAIN_PROBE_PATH, "desync", "10", "3"},
+                                   {{"DDP_CHECK_SYNC", "2"}}),
+                            120);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_NE(r.status, 0) << r.output;
+  // Every rank ends with one line naming the parameter and the step.
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(
+        count(r.output, "ddp: rank " + std::to_string(rank) + " of 3 on "), 1)
+        << r.output;
+  }
+  // Each rank's line and ddprun's verdict.
+  EXPECT_EQ(count(r.output, "out of sync at step 4: 'bias' differs"), 4)
+      << r.output;
+  EXPECT_FALSE(contains(r.output, "step 5")) << r.output;
+  EXPECT_EQ(count(r.output, "ddprun: job failed:"), 1) << r.output;
+}
+
 TEST(Ddprun, RankWhosePeerExitedEndsWithOneLineAndARecord) {
   // Without a launcher's help: rank 1 exits after the barrier, rank 0's
   // all-reduce breaks and nothing catches the error. Rank 0 ends with one

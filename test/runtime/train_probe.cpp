@@ -23,6 +23,9 @@
 //   steps N         a DistributedDataParallel trained N steps, 10 ms apart
 //                   ("step N" on stderr): the job the fault tests break
 //                   (test/multihost)
+//   desync N K      a DistributedDataParallel trained N steps; after step
+//                   K's update the last rank changes the bias on its own:
+//                   what the sync check (DDP_CHECK_SYNC) must stop
 
 #include <ddp/ddp.h>
 
@@ -139,6 +142,21 @@ int main(int argc, char** argv) {
       train_step(model, optimizer, data.narrow(0, mine, 4),
                  target.narrow(0, mine, 4));
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  } else if (mode == "desync" && argc > 3) {
+    // Trained N steps under the sync check (DDP_CHECK_SYNC); after step K's
+    // update, the last rank changes the bias behind the wrapper's back.
+    const int64_t steps = std::stoll(argv[2]);
+    const int64_t skew_after = std::stoll(argv[3]);
+    ddp::DistributedDataParallel model_ddp(model);
+    for (int64_t s = 1; s <= steps; ++s) {
+      const int64_t mine = (s * ddp::world_size() + ddp::rank()) * 4 % 28;
+      train_step(model, optimizer, data.narrow(0, mine, 4),
+                 target.narrow(0, mine, 4));
+      if (s == skew_after && ddp::rank() == ddp::world_size() - 1) {
+        torch::NoGradGuard no_grad;
+        model->bias.add_(1.0);
+      }
     }
   } else {
     std::cerr << "unknown mode " << mode << std::endl;

@@ -79,6 +79,14 @@ struct DistributedDataParallelOptions {
   /// all-reduce, the hosts' exchange. Nothing is compressed within a host.
   /// The environment variable DDP_COMM_HOOK (none, fp16, bf16) overrides it.
   TORCH_ARG(CommHook, comm_hook) = CommHook::kNone;
+  /// Every this many synchronised backward passes, compare a checksum of
+  /// each parameter across the ranks (and of each buffer, when
+  /// broadcast_buffers keeps them equal): one all-gather of one double per
+  /// tensor. Parameters that differ (a rank changed one behind the
+  /// wrapper's back) end every rank with an error naming the first that
+  /// differs, the step and the ranks' checksums. 0: never. The environment
+  /// variable DDP_CHECK_SYNC overrides it.
+  TORCH_ARG(int64_t, check_sync_every) = 0;
 };
 
 /// Communication counters, cumulative since construction or reset_stats().
@@ -92,6 +100,9 @@ struct DataParallelStats {
   int64_t broadcasts = 0;
   /// Payload bytes handed to those collectives (per rank).
   int64_t bytes = 0;
+  /// Sync checks made (DistributedDataParallelOptions::check_sync_every);
+  /// not counted in collectives() or bytes.
+  int64_t sync_checks = 0;
 
   int64_t collectives() const { return allreduces + broadcasts; }
 };
