@@ -260,9 +260,13 @@ llvm::Expected<std::string> EditSet::apply(llvm::StringRef File) const {
   return clang::tooling::applyAllReplacements(*Code, *Formatted);
 }
 
+bool isRewritten(const Finding &F) {
+  return !F.InMacro && !F.FilePath.empty() && F.NotRewrittenReason.empty();
+}
+
 std::vector<clang::tooling::Replacement> editsFor(const Finding &F) {
   std::vector<clang::tooling::Replacement> Edits;
-  if (F.InMacro || F.FilePath.empty() || !F.NotRewrittenReason.empty())
+  if (!isRewritten(F))
     return Edits;
   for (const FindingEdit &Edit : F.Edits)
     Edits.emplace_back(F.FilePath, Edit.Offset, Edit.Length, Edit.Text);

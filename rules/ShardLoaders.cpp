@@ -699,7 +699,6 @@ private:
                     : evenShardsMessage("where its batches go is not known");
     Finding Item = F;
     Findings.push_back(std::move(F));
-    Item.Edits.clear();
     if (Use.Backward || !Use.Unknown) {
       // A new torch RandomSampler draws a new permutation; a new ddp loader
       // starts at epoch 0, whose permutation is the same every time. Only
@@ -759,7 +758,6 @@ private:
                 Evaluates, {});
     for (const std::string &Evaluated : Evaluates) {
       Finding Item = F;
-      Item.Edits.clear();
       Item.Excludes = Trains;
       Item.Excludes.push_back(Evaluated);
       report(std::move(Item), "loader-use-unknown",
@@ -807,6 +805,7 @@ private:
     return false;
   }
 
+  /// F as a report item: no edit, the reason and its id.
   void report(Finding F, llvm::StringRef Id, std::string Reason) {
     F.Edits.clear();
     F.ReportId = Id.str();

@@ -826,7 +826,7 @@ public:
     // Values moved before a guard carry the edits of other rules inside
     // them.
     for (const Finding &F : Result.Findings)
-      if (!editsFor(F).empty())
+      if (isRewritten(F))
         for (const FindingEdit &Edit : F.Edits)
           for (const FindingEdit::Moved &Move : Edit.Moves)
             Result.Edits.addMove(F.FilePath, Edit.Offset, Move.Offset,

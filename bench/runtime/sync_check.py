@@ -33,7 +33,7 @@ def main():
             for name, every in order:
                 r = run([args.bench] + common + ["--check-sync", every],
                         args.world_size)
-                samples[name].append(r["mean_ms"] if "mean_ms" in r else r["median_ms"])
+                samples[name].append(r["mean_ms"])
         med = {name: statistics.median(v) for name, v in samples.items()}
         row = dict(model=model, batch=batch, params=r["params"], samples=samples, **med)
         rows.append(row)

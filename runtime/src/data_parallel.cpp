@@ -597,34 +597,30 @@ private:
   // kept equal), all-gathered; every rank sees the same table, so every
   // rank throws the same error, naming the first tensor that differs.
   void check_in_sync(int64_t step) {
-    std::vector<torch::Tensor> tensors = all_params_;
-    std::vector<std::string> names = all_names_;
-    if (options_.broadcast_buffers()) {
-      tensors.insert(tensors.end(), buffers_.begin(), buffers_.end());
-      names.insert(names.end(), buffer_names_.begin(), buffer_names_.end());
-    }
-    if (tensors.empty()) {
+    const size_t n = all_params_.size() +
+                     (options_.broadcast_buffers() ? buffers_.size() : 0);
+    if (n == 0) {
       return;
     }
+    // Parameters, then buffers: the i-th tensor and its name.
+    auto tensor = [&](size_t i) -> const torch::Tensor& {
+      return i < all_params_.size() ? all_params_[i]
+                                    : buffers_[i - all_params_.size()];
+    };
+    auto name = [&](size_t i) -> const std::string& {
+      return i < all_names_.size() ? all_names_[i]
+                                   : buffer_names_[i - all_names_.size()];
+    };
     torch::NoGradGuard no_grad;
     const auto device = collective_device();
     std::vector<torch::Tensor> sums;
-    sums.reserve(tensors.size());
-    for (const auto& t : tensors) {
-      sums.push_back(t.detach().sum(torch::kDouble).to(device));
+    sums.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      sums.push_back(tensor(i).detach().sum(torch::kDouble).to(device));
     }
-    std::vector<torch::Tensor> input{torch::stack(sums)};
-    std::vector<std::vector<torch::Tensor>> gathered(1);
-    for (int i = 0; i < world_size_; ++i) {
-      gathered[0].push_back(torch::empty_like(input[0]));
-    }
-    wait_for(pg_->allgather(gathered, input), "sync check");
+    const std::vector<torch::Tensor> table =
+        gather_rows(torch::stack(sums), "sync check");
     ++stats_.sync_checks;
-    std::vector<torch::Tensor> table;
-    for (const auto& row : gathered[0]) {
-      table.push_back(row.cpu());
-    }
-    const auto n = static_cast<size_t>(input[0].numel());
     for (size_t i = 0; i < n; ++i) {
       // Bits, not values: a NaN every rank holds is in sync.
       const double mine = table[0].data_ptr<double>()[i];
@@ -638,7 +634,7 @@ private:
       }
       std::ostringstream msg;
       msg << kWho << "the ranks are out of sync at step " << step << ": '"
-          << names[i] << "' differs (its sum: " << std::setprecision(17);
+          << name(i) << "' differs (its sum: " << std::setprecision(17);
       constexpr int kShown = 8;
       for (int r = 0; r < world_size_ && r < kShown; ++r) {
         msg << (r ? ", " : "") << "rank " << r << " "
@@ -661,6 +657,23 @@ private:
   static torch::Device collective_device() {
     return ddp::backend_name() == "nccl" ? ddp::device()
                                          : torch::Device(torch::kCPU);
+  }
+
+  // Every rank's `local` (one row each, in rank order, on the CPU): one
+  // all-gather on the process group, a failure named by `what`.
+  std::vector<torch::Tensor> gather_rows(const torch::Tensor& local,
+                                         const char* what) {
+    std::vector<torch::Tensor> input{local.to(collective_device())};
+    std::vector<std::vector<torch::Tensor>> gathered(1);
+    for (int i = 0; i < world_size_; ++i) {
+      gathered[0].push_back(torch::empty_like(input[0]));
+    }
+    wait_for(pg_->allgather(gathered, input), what);
+    std::vector<torch::Tensor> rows;
+    for (const auto& row : gathered[0]) {
+      rows.push_back(row.cpu());
+    }
+    return rows;
   }
 
   void verify_shapes() {
@@ -691,21 +704,14 @@ private:
         }
       }
     }
-    std::vector<std::vector<torch::Tensor>> gathered(1);
-    std::vector<torch::Tensor> input{local.to(collective_device())};
-    for (int i = 0; i < world_size_; ++i) {
-      gathered[0].push_back(torch::empty_like(input[0]));
-    }
-    wait_for(pg_->allgather(gathered, input), "parameter shape check");
-    for (auto& table : gathered[0]) {
-      table = table.cpu();
-    }
+    const std::vector<torch::Tensor> table =
+        gather_rows(local, "parameter shape check");
 
     // Every rank sees the same table, so every rank throws the same error.
-    const int64_t* ref = gathered[0][0].data_ptr<int64_t>();
+    const int64_t* ref = table[0].data_ptr<int64_t>();
     for (int64_t i = 0; i < n; ++i) {
       for (int other = 1; other < world_size_; ++other) {
-        const int64_t* cmp = gathered[0][other].data_ptr<int64_t>();
+        const int64_t* cmp = table[other].data_ptr<int64_t>();
         const int64_t* a = ref + 1 + i * kRecord;
         const int64_t* b = cmp + 1 + i * kRecord;
         if (std::equal(a, a + kRecord, b)) {

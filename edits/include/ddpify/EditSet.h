@@ -83,9 +83,12 @@ private:
 /// it has none (an unknown name, a .clang-format that does not parse).
 llvm::Error checkFormatStyle(llvm::StringRef Style, llvm::StringRef File);
 
-/// The edits F's rule computed, as replacements; none for a finding that is
-/// only reported (inside a macro expansion, with a NotRewrittenReason) or
-/// has no location.
+/// Whether F's edits are applied: not for a finding that is only reported
+/// (inside a macro expansion, with a NotRewrittenReason) or has no location.
+bool isRewritten(const Finding &F);
+
+/// The edits F's rule computed, as replacements (none unless
+/// isRewritten(F)).
 std::vector<clang::tooling::Replacement> editsFor(const Finding &F);
 
 /// editsFor(F) as one replacement (what lint shows and exports as the
