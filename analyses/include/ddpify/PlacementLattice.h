@@ -1,7 +1,7 @@
 //===- PlacementLattice.h - Where a tensor lives, as a lattice --*- C++ -*-===//
 //
 // The abstract values of the placement analysis
-// (rules/DevicePlacementChecks.cpp): the CPU, cuda:N, the current CUDA device,
+// (analyses/PlacementAnalysis.cpp): the CPU, cuda:N, the current CUDA device,
 // the process's device (a device variable), some CUDA device, unknown. Paths
 // join to what they agree on (two CUDA placements: some CUDA device); an
 // operation on disagreeing CUDA placements yields some CUDA device; anything

@@ -1,28 +1,17 @@
-//===- DevicePlacementChecks.cpp - Where each tensor was placed -----------===//
+//===- PlacementAnalysis.cpp - Where each tensor was placed ---------------===//
 //
-// Two lint-only checks built on one intraprocedural analysis of where each
-// tensor value lives:
-//
-// ddp-device-mismatch: a forward dataflow analysis on each function's clang
-// CFG of the placement of every local tensor (`.cuda()`, `.cpu()`, `.to(...)`,
-// a factory with or without a device option, a module's output, a helper's
-// return) through declarations and assignments; it warns at an operation
-// that combines two placements that differ for certain at run time. The
-// placements form a lattice (analyses/PlacementLattice.h): the CPU, cuda:N,
-// the current CUDA device, the process's device (a device variable), some
-// CUDA device, unknown. Loops are iterated to a fixed point; reports are made
-// in one last pass over the fixed point. Anything not understood is unknown;
-// unknown never warns.
-//
-// ddp-cpu-factory-in-forward: a tensor factory without a device inside a
-// torch::nn::Module's `forward`; its fix-it replaces the call with one that
-// adds the input's device as an option.
+// A forward dataflow analysis on each function's clang CFG of the placement
+// of every local tensor (`.cuda()`, `.cpu()`, `.to(...)`, a factory with or
+// without a device option, a module's output, a helper's return) through
+// declarations and assignments. The placements form a lattice
+// (analyses/PlacementLattice.h). Loops are iterated to a fixed point; events
+// are reported in one last pass over the fixed point. Anything not
+// understood is unknown; unknown never conflicts.
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddpify/PlacementAnalysis.h"
 #include "ddpify/MatcherUtil.h"
-#include "ddpify/PlacementLattice.h"
-#include "ddpify/Registry.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMap.h"
@@ -48,9 +37,6 @@ using namespace clang::ast_matchers;
 namespace ddpify {
 namespace {
 
-constexpr llvm::StringLiteral MismatchCheck = "ddp-device-mismatch";
-constexpr llvm::StringLiteral FactoryCheck = "ddp-cpu-factory-in-forward";
-
 // --- Types -----------------------------------------------------------------
 
 const CXXRecordDecl *recordOf(QualType Type) {
@@ -65,7 +51,11 @@ bool isRecordNamed(QualType Type, llvm::StringRef Name) {
   return Record && Record->getQualifiedNameAsString() == Name;
 }
 
+} // namespace
+
 bool isTensorType(QualType Type) { return isRecordNamed(Type, "at::Tensor"); }
+
+namespace {
 
 bool isOptionsType(QualType Type) {
   return isRecordNamed(Type, "c10::TensorOptions");
@@ -97,9 +87,13 @@ bool derivesFrom(const CXXRecordDecl *Record, llvm::StringRef Name) {
   return false;
 }
 
+} // namespace
+
 bool isModuleClass(const CXXRecordDecl *Record) {
   return derivesFrom(Record, "torch::nn::Module");
 }
+
+namespace {
 
 bool isTensorClass(const CXXRecordDecl *Record) {
   if (!Record)
@@ -297,13 +291,11 @@ const ValueDecl *rootDecl(const Expr *E) {
 
 // --- The module and its per-function analysis ------------------------------
 
-class PlacementMatchers;
-
 class Analysis {
 public:
   /// Params: the placements of some parameters at one call (an analysis in
   /// that context); Quiet: report nothing.
-  Analysis(PlacementMatchers &Module, ASTContext &Context,
+  Analysis(PlacementAnalysis &Module, ASTContext &Context,
            const FunctionDecl *Function, Env Params = Env(), bool Quiet = false)
       : Module(Module), Context(Context), Function(Function),
         Params(std::move(Params)), Quiet(Quiet) {}
@@ -336,10 +328,11 @@ private:
                 std::vector<std::pair<const Expr *, Place>> &Operands);
   std::string text(const Expr *E);
   std::string text(SourceRange R);
+  /// Tells the observer of a factory without a device.
   void checkFactoryInForward(const CallExpr *Call, const FunctionDecl *Callee,
                              const Place &Options, int OptionsArg);
 
-  PlacementMatchers &Module;
+  PlacementAnalysis &Module;
   ASTContext &Context;
   const FunctionDecl *Function;
   FunctionFacts Facts;
@@ -353,136 +346,6 @@ private:
   /// The object of a `.to(...)` / `.cuda()` being evaluated: a factory
   /// there is moved at once.
   const Expr *MovedObject = nullptr;
-};
-
-class PlacementMatchers : public MatcherModule,
-                          public MatchFinder::MatchCallback {
-public:
-  PlacementMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
-      : Findings(Findings), Locator(ProjectRoot) {}
-
-  void registerMatchers(MatchFinder &Finder) override {
-    Finder.addMatcher(functionDecl(isDefinition()).bind("function"), this);
-    Finder.addMatcher(lambdaExpr().bind("lambda"), this);
-  }
-
-  void onStartOfTranslationUnit() override {
-    Summaries.clear();
-    ContextSummaries.clear();
-    ReportedContexts.clear();
-    InProgress.clear();
-    Reported.clear();
-    Locator.reset();
-  }
-
-  void run(const MatchFinder::MatchResult &Result) override {
-    if (const auto *Function = Result.Nodes.getNodeAs<FunctionDecl>("function"))
-      summaryOf(*Result.Context, Function);
-    if (const auto *Lambda = Result.Nodes.getNodeAs<LambdaExpr>("lambda"))
-      summaryOf(*Result.Context, Lambda->getCallOperator());
-  }
-
-  /// Analyses Function once (reporting what it finds) and returns the
-  /// placement of its returned tensor; unknown while it is being analysed
-  /// (recursion) and for functions that are not the user's.
-  Place summaryOf(ASTContext &Context, const FunctionDecl *Function) {
-    if (!Function)
-      return unknown();
-    Function = Function->getDefinition() ? Function->getDefinition() : Function;
-    auto Done = Summaries.find(Function);
-    if (Done != Summaries.end())
-      return Done->second;
-    if (!isAnalysable(Context, Function) || !InProgress.insert(Function).second)
-      return unknown();
-    Place Summary = Analysis(*this, Context, Function).run();
-    InProgress.erase(Function);
-    Summaries[Function] = Summary;
-    return Summary;
-  }
-
-  /// Analyses Function as called with Params (the placements of some of its
-  /// parameters at a call) and returns its returned tensor's placement; once
-  /// per distinct context quietly, and once more reporting what it finds
-  /// when Report (the caller's last pass) asks.
-  Place summaryAt(ASTContext &Context, const FunctionDecl *Function,
-                  const Env &Params, bool Report) {
-    Function = Function->getDefinition() ? Function->getDefinition() : Function;
-    std::string Key = std::to_string(reinterpret_cast<uintptr_t>(Function));
-    std::vector<std::pair<const ValueDecl *, Place>> Sorted(Params.Vars.begin(),
-                                                            Params.Vars.end());
-    llvm::sort(Sorted, [](const auto &A, const auto &B) {
-      return A.first->getLocation() < B.first->getLocation();
-    });
-    for (const auto &[Decl, P] : Sorted)
-      Key += llvm::formatv("|{0}:{1}:{2}:{3}:{4}",
-                           reinterpret_cast<uintptr_t>(Decl), int(P.K), P.Index,
-                           reinterpret_cast<uintptr_t>(P.Var), P.Scalar)
-                 .str();
-    auto Done = ContextSummaries.find(Key);
-    if (Done != ContextSummaries.end() &&
-        (!Report || ReportedContexts.count(Key)))
-      return Done->second;
-    // Calls are followed three deep, and never into a function being
-    // analysed.
-    if (!isAnalysable(Context, Function) || InProgress.size() >= 3 ||
-        !InProgress.insert(Function).second)
-      return unknown();
-    Place Summary =
-        Analysis(*this, Context, Function, Params, /*Quiet=*/!Report).run();
-    InProgress.erase(Function);
-    ContextSummaries[Key] = Summary;
-    if (Report)
-      ReportedContexts.insert(Key);
-    return Summary;
-  }
-
-  bool isAnalysable(ASTContext &Context, const FunctionDecl *Function) {
-    if (!Function->doesThisDeclarationHaveABody() || !Function->getBody() ||
-        Function->isDependentContext() || Function->isTemplateInstantiation() ||
-        Function->isImplicit())
-      return false;
-    const SourceManager &SM = Context.getSourceManager();
-    SourceLocation Loc = SM.getExpansionLoc(Function->getLocation());
-    return Loc.isValid() && !SM.isInSystemHeader(Loc);
-  }
-
-  void report(ASTContext &Context, SourceRange At, llvm::StringRef Check,
-              std::string Message,
-              std::vector<std::pair<SourceRange, std::string>> Notes,
-              std::function<void(Finding &)> Extra = nullptr) {
-    Finding F = Locator.make(Context, At, "", Check);
-    if (F.FilePath.empty())
-      return;
-    if (!Reported.insert({F.FilePath, F.Offset, Check.str()}).second)
-      return;
-    F.Message = std::move(Message);
-    for (auto &[Range, Text] : Notes) {
-      Finding Where = Locator.make(Context, Range, "", Check);
-      if (Where.FilePath.empty())
-        continue;
-      FindingNote Note;
-      Note.FilePath = Where.FilePath;
-      Note.Offset = Where.Offset;
-      Note.Line = Where.Line;
-      Note.Column = Where.Column;
-      Note.Message = Text;
-      F.Notes.push_back(std::move(Note));
-    }
-    if (Extra)
-      Extra(F);
-    Findings.push_back(std::move(F));
-  }
-
-  FindingLocator &locator() { return Locator; }
-
-private:
-  FindingList &Findings;
-  FindingLocator Locator;
-  llvm::DenseMap<const FunctionDecl *, Place> Summaries;
-  std::map<std::string, Place> ContextSummaries;
-  std::set<std::string> ReportedContexts;
-  llvm::DenseSet<const FunctionDecl *> InProgress;
-  std::set<std::tuple<std::string, unsigned, std::string>> Reported;
 };
 
 // --- Analysis: statements --------------------------------------------------
@@ -947,7 +810,7 @@ Place Analysis::combine(SourceRange At, llvm::StringRef OpName,
       Notes.emplace_back(B.Origin, "'" + NameB + "' is placed on " +
                                        describe(B) + " here by " + B.How);
       if (Reporting)
-        Module.report(Context, At, MismatchCheck, Message, Notes);
+        Module.observer().mismatch(Context, At, Message, Notes);
       return join(Places, At, OpName);
     }
   return join(Places, At, OpName);
@@ -1092,11 +955,12 @@ Place Analysis::evalModuleCall(const Expr *Call, const Expr *Object,
     Notes.emplace_back(P.Origin, "'" + InputName + "' is placed on " +
                                      describe(P) + " here by " + P.How);
     if (Reporting)
-      Module.report(Context, At, MismatchCheck,
-                    "the module '" + ModelName + "' on " +
-                        describe(ModelPlace) + " is called with '" + InputName +
-                        "' on " + describe(P) + "; " + Why,
-                    Notes);
+      Module.observer().mismatch(Context, At,
+                                 "the module '" + ModelName + "' on " +
+                                     describe(ModelPlace) +
+                                     " is called with '" + InputName + "' on " +
+                                     describe(P) + "; " + Why,
+                                 Notes);
     return unknown();
   }
   Place Out = ModelPlace;
@@ -1287,73 +1151,9 @@ Place Analysis::evalFactory(const CallExpr *Call, const FunctionDecl *Callee) {
 void Analysis::checkFactoryInForward(const CallExpr *Call,
                                      const FunctionDecl *Callee,
                                      const Place &Options, int OptionsArg) {
-  const auto *Method = dyn_cast<CXXMethodDecl>(Function);
-  if (!Method || Method->getName() != "forward" ||
-      !isModuleClass(Method->getParent()))
-    return;
-  llvm::StringRef Name = Callee->getName();
-  if (Options.K != Kind::NoDevice || Name == "from_blob" ||
-      isLikeFactory(Name) || Call == MovedObject)
-    return;
-  if (Name == "scalar_tensor")
-    return;
-  if (Name == "tensor" && Call->getNumArgs() >= 1)
-    if (const auto *Construct =
-            dyn_cast<CXXConstructExpr>(Call->getArg(0)->IgnoreImplicit()))
-      if (Construct->getNumArgs() == 1 &&
-          strip(Construct->getArg(0))->getType()->isArithmeticType())
-        return; // A CPU scalar combines with GPU tensors.
-  std::string Written = text(Call->getCallee()->getSourceRange());
-  if (Written.empty())
-    Written = Callee->getQualifiedNameAsString();
-  // The tensor parameter whose device the new tensor should share.
-  const ParmVarDecl *Input = nullptr;
-  for (const ParmVarDecl *Param : Method->parameters())
-    if (isTensorType(Param->getType()) && !Param->getName().empty()) {
-      Input = Param;
-      break;
-    }
-  bool HasOptions = !isa<CXXDefaultArgExpr>(Call->getArg(OptionsArg));
-  std::string Message = "'" + Written +
-                        "' without a device creates a CPU tensor in 'forward'; "
-                        "on a GPU rank it meets the module's GPU tensors "
-                        "(\"Expected all tensors to be on the same device\")";
-  std::string Option;
-  if (Input)
-    Option = "torch::TensorOptions().device(" + Input->getNameAsString() +
-             ".device())";
-  if (HasOptions)
-    Message += Input ? "; the call already has tensor options: add '.device(" +
-                           Input->getNameAsString() +
-                           ".device())' to them (no automatic fix)"
-                     : "; the call already has tensor options: give them the "
-                       "input's device (no automatic fix)";
-  else if (Input)
-    Message += "; create it on the input's device: '" + Option + "'";
-  else
-    Message += "; pass the input's device as an option (no automatic fix: "
-               "'forward' has no tensor parameter to take it from)";
-  SourceLocation RParen = Call->getRParenLoc();
-  bool CanFix = Input && !HasOptions && RParen.isValid() && !RParen.isMacroID();
-  Module.report(Context, Call->getSourceRange(), FactoryCheck, Message, {},
-                [&](Finding &F) {
-                  unsigned Offset;
-                  if (!CanFix || F.InMacro ||
-                      !Module.locator().offsetIn(Context, F, RParen, Offset))
-                    return;
-                  // The whole call is replaced, so lint shows the new call
-                  // under the old one: the option goes before its `)`.
-                  const SourceManager &SM = Context.getSourceManager();
-                  bool Invalid = false;
-                  llvm::StringRef Code =
-                      SM.getBufferData(SM.getFileID(RParen), &Invalid);
-                  unsigned End = F.Offset + F.Length;
-                  if (Invalid || Offset < F.Offset || Offset >= End ||
-                      End > Code.size() || Code[Offset] != ')')
-                    return;
-                  F.replaceRangeWith(Code.slice(F.Offset, Offset).str() + ", " +
-                                     Option + Code.slice(Offset, End).str());
-                });
+  if (Options.K == Kind::NoDevice && Call != MovedObject)
+    Module.observer().factoryWithoutDevice(Context, Call, Callee, Function,
+                                           OptionsArg);
 }
 
 Place Analysis::evalTensorMethod(const CXXMemberCallExpr *Call) {
@@ -1453,15 +1253,88 @@ Place Analysis::evalTensorMethod(const CXXMemberCallExpr *Call) {
   return P;
 }
 
-const RuleInfo DevicePlacementChecksRows[] = {
-    {"", "ddp-device-mismatch",
-     "one operation mixes tensors placed on different devices"},
-    {"", "ddp-cpu-factory-in-forward",
-     "a tensor factory without a device inside a module's forward"},
-};
 } // namespace
 
-extern const RuleUnit DevicePlacementChecks{DevicePlacementChecksRows,
-                                            createModule<PlacementMatchers>};
+// --- The analysis of a run -------------------------------------------------
+
+void PlacementAnalysis::registerMatchers(MatchFinder &Finder) {
+  Finder.addMatcher(functionDecl(isDefinition()).bind("function"), this);
+  Finder.addMatcher(lambdaExpr().bind("lambda"), this);
+}
+
+void PlacementAnalysis::onStartOfTranslationUnit() {
+  Summaries.clear();
+  ContextSummaries.clear();
+  ReportedContexts.clear();
+  InProgress.clear();
+  Observer.startTranslationUnit();
+}
+
+void PlacementAnalysis::run(const MatchFinder::MatchResult &Result) {
+  if (const auto *Function = Result.Nodes.getNodeAs<FunctionDecl>("function"))
+    summaryOf(*Result.Context, Function);
+  if (const auto *Lambda = Result.Nodes.getNodeAs<LambdaExpr>("lambda"))
+    summaryOf(*Result.Context, Lambda->getCallOperator());
+}
+
+Place PlacementAnalysis::summaryOf(ASTContext &Context,
+                                   const FunctionDecl *Function) {
+  if (!Function)
+    return unknown();
+  Function = Function->getDefinition() ? Function->getDefinition() : Function;
+  auto Done = Summaries.find(Function);
+  if (Done != Summaries.end())
+    return Done->second;
+  if (!isAnalysable(Context, Function) || !InProgress.insert(Function).second)
+    return unknown();
+  Place Summary = Analysis(*this, Context, Function).run();
+  InProgress.erase(Function);
+  Summaries[Function] = Summary;
+  return Summary;
+}
+
+Place PlacementAnalysis::summaryAt(ASTContext &Context,
+                                   const FunctionDecl *Function,
+                                   const Env &Params, bool Report) {
+  Function = Function->getDefinition() ? Function->getDefinition() : Function;
+  std::string Key = std::to_string(reinterpret_cast<uintptr_t>(Function));
+  std::vector<std::pair<const ValueDecl *, Place>> Sorted(Params.Vars.begin(),
+                                                          Params.Vars.end());
+  llvm::sort(Sorted, [](const auto &A, const auto &B) {
+    return A.first->getLocation() < B.first->getLocation();
+  });
+  for (const auto &[Decl, P] : Sorted)
+    Key += llvm::formatv("|{0}:{1}:{2}:{3}:{4}",
+                         reinterpret_cast<uintptr_t>(Decl), int(P.K), P.Index,
+                         reinterpret_cast<uintptr_t>(P.Var), P.Scalar)
+               .str();
+  auto Done = ContextSummaries.find(Key);
+  if (Done != ContextSummaries.end() &&
+      (!Report || ReportedContexts.count(Key)))
+    return Done->second;
+  // Calls are followed three deep, and never into a function being
+  // analysed.
+  if (!isAnalysable(Context, Function) || InProgress.size() >= 3 ||
+      !InProgress.insert(Function).second)
+    return unknown();
+  Place Summary =
+      Analysis(*this, Context, Function, Params, /*Quiet=*/!Report).run();
+  InProgress.erase(Function);
+  ContextSummaries[Key] = Summary;
+  if (Report)
+    ReportedContexts.insert(Key);
+  return Summary;
+}
+
+bool PlacementAnalysis::isAnalysable(ASTContext &Context,
+                                     const FunctionDecl *Function) {
+  if (!Function->doesThisDeclarationHaveABody() || !Function->getBody() ||
+      Function->isDependentContext() || Function->isTemplateInstantiation() ||
+      Function->isImplicit())
+    return false;
+  const SourceManager &SM = Context.getSourceManager();
+  SourceLocation Loc = SM.getExpansionLoc(Function->getLocation());
+  return Loc.isValid() && !SM.isInSystemHeader(Loc);
+}
 
 } // namespace ddpify

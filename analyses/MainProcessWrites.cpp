@@ -1,24 +1,22 @@
-//===- MainProcessGuards.cpp - R7/R8: output, checkpoints, files ----------===//
+//===- MainProcessWrites.cpp - Writes only the main process makes ---------===//
 //
-// R7 finds statements that write to stdout: `std::cout << ...` chains (and
-// `std::cout.flush()`, `.write()`, `.put()`), printf, puts, putchar, vprintf,
-// and fprintf/fputs/fputc/putc/fwrite/vfprintf on `stdout`. R8 finds
-// checkpoint writes (`torch::save(...)`, `OutputArchive::save_to(...)`, a
-// TorchScript module's `save(path)`) and other file writes (`cv::imwrite`,
-// `std::filesystem::create_directory`). Each is guarded when it is a whole
-// statement (in a block, or the body of an if, loop or label) that no
-// `if (ddp::is_main_process())` / `if (ddp::rank() == 0)` encloses;
-// consecutive ones share one guarded block, and values they print that do
-// work every process must do are computed before the guard. std::cerr and
-// stderr stay on every rank: they are not matched. R8 also finds files
-// opened for writing (std::ofstream, fopen "w"/"a"): their path goes
-// through `ddp::output_path`. The rule spells its edits itself
-// (Finding::Edits), as clang's Transformer rules do.
+// The statements that write to stdout (`std::cout << ...` chains and
+// `std::cout.flush()`, `.write()`, `.put()`, printf, puts, putchar, vprintf,
+// fprintf/fputs/fputc/putc/fwrite/vfprintf on `stdout`; also through an
+// ostream bound to std::cout), write checkpoints (`torch::save(...)`,
+// `OutputArchive::save_to(...)`, a TorchScript module's `save(path)`) or
+// other files (`cv::imwrite`, `std::filesystem::create_directory`), and
+// their guards. Each is guarded when it is a whole statement (in a block,
+// or the body of an if, loop or label) that no `if (ddp::is_main_process())`
+// / `if (ddp::rank() == 0)` encloses; consecutive ones share one guarded
+// block, and values they print that do work every process must do are
+// computed before the guard. std::cerr and stderr stay on every rank: they
+// are not matched.
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddpify/MainProcessWrites.h"
 #include "ddpify/MatcherUtil.h"
-#include "ddpify/Registry.h"
 #include "ddpify/Work.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ExprCXX.h"
@@ -321,51 +319,6 @@ bool writesOtherFile(const Expr *E) {
       .Default(false);
 }
 
-/// The path argument of a call or construction that opens a file for
-/// writing: a `std::ofstream` (constructed with a path, or `.open(path)`),
-/// `fopen(path, "w")` / `"a"` (not `"r"`, not `"+"`: the program reads
-/// what the file holds).
-const Expr *openedForWriting(const Expr *E) {
-  E = E ? E->IgnoreImplicit() : nullptr;
-  auto IsOfstream = [](const CXXRecordDecl *Class) {
-    return Class && qualifiedName(Class) == "std::basic_ofstream";
-  };
-  if (const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(E)) {
-    if (Construct->getNumArgs() >= 1 &&
-        IsOfstream(Construct->getConstructor()->getParent()) &&
-        !isa<CXXDefaultArgExpr>(Construct->getArg(0)))
-      return Construct->getArg(0);
-    return nullptr;
-  }
-  if (const auto *Member = dyn_cast_or_null<CXXMemberCallExpr>(E)) {
-    const CXXMethodDecl *Method = Member->getMethodDecl();
-    if (Method && Method->getIdentifier() && Method->getName() == "open" &&
-        IsOfstream(Method->getParent()) && Member->getNumArgs() >= 1)
-      return Member->getArg(0);
-    return nullptr;
-  }
-  if (const auto *Call = dyn_cast_or_null<CallExpr>(E)) {
-    llvm::StringRef Name = Call->getDirectCallee()
-                               ? Call->getDirectCallee()->getName()
-                               : llvm::StringRef();
-    if ((Name != "fopen" && Name != "fopen64") || Call->getNumArgs() != 2)
-      return nullptr;
-    const auto *Mode = dyn_cast<StringLiteral>(strip(Call->getArg(1)));
-    if (!Mode)
-      return nullptr;
-    llvm::StringRef Flags = Mode->getString();
-    if ((Flags.contains('w') || Flags.contains('a')) && !Flags.contains('+'))
-      return Call->getArg(0);
-  }
-  return nullptr;
-}
-
-/// `ddp::output_path(...)` already (migrated code).
-bool isOutputPathCall(const Expr *E) {
-  const auto *Call = dyn_cast_or_null<CallExpr>(strip(E));
-  return Call && qualifiedCalleeName(Call) == "ddp::output_path";
-}
-
 /// The main-process check: a call to ddp::is_main_process() or ddp::rank().
 bool mentionsMainProcessCheck(const Stmt *S) {
   if (!S)
@@ -400,48 +353,15 @@ const Expr *changedOperand(const Expr *E) {
   return nullptr;
 }
 
-class OutputMatchers : public MatcherModule, public MatchFinder::MatchCallback {
+} // namespace
+
+/// The state of one run and its steps, behind MainProcessWrites.
+class MainProcessWrites::Impl {
 public:
-  OutputMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
-      : Findings(Findings), Locator(ProjectRoot) {}
+  explicit Impl(llvm::StringRef ProjectRoot) : Locator(ProjectRoot) {}
 
-  void registerMatchers(MatchFinder &Finder) override {
-    // Every statement-level expression: its parent is a block or the body
-    // of a control statement. The callback decides what it writes.
-    Finder.addMatcher(expr(isStatementLevel()).bind("stmt"), this);
-    // Files opened for writing.
-    Finder.addMatcher(
-        cxxConstructExpr(hasDeclaration(cxxConstructorDecl(
-                             ofClass(hasName("::std::basic_ofstream")))))
-            .bind("open"),
-        this);
-    Finder.addMatcher(
-        cxxMemberCallExpr(
-            callee(cxxMethodDecl(hasName("open"),
-                                 ofClass(hasName("::std::basic_ofstream")))))
-            .bind("open"),
-        this);
-    Finder.addMatcher(
-        callExpr(callee(functionDecl(hasAnyName("::fopen", "::fopen64"))))
-            .bind("open"),
-        this);
-    // Reads of what a checkpoint write may have written.
-    Finder.addMatcher(callExpr(callee(functionDecl(hasAnyName(
-                                   "::torch::load", "::torch::jit::load"))))
-                          .bind("load"),
-                      this);
-    Finder.addMatcher(
-        cxxMemberCallExpr(
-            callee(cxxMethodDecl(
-                hasName("load_from"),
-                ofClass(hasName("::torch::serialize::InputArchive")))))
-            .bind("load"),
-        this);
-  }
-
-  void onStartOfTranslationUnit() override {
+  void startTranslationUnit() {
     BindingsOf = nullptr;
-    Loads.clear();
     SavedPaths.clear();
     Locator.reset();
     Seen.clear();
@@ -449,19 +369,17 @@ public:
     HoistNames.clear();
   }
 
-  void onEndOfTranslationUnit() override {
-    emitGuards();
-    emitReadBarriers();
+  void finishTranslationUnit(FindingList &Findings, llvm::StringRef Rule) {
+    emitGuards(Findings, Rule);
     Candidates.clear();
-    Loads.clear();
     SavedPaths.clear();
     // The next unit's ASTContext may live at the same address.
     CurrentBindings = nullptr;
     BindingsOf = nullptr;
   }
 
-  void run(const MatchFinder::MatchResult &Result) override {
-    Context = Result.Context;
+  void enter(ASTContext &Unit) {
+    Context = &Unit;
     if (BindingsOf != Context) {
       Bindings = StdoutBindings();
       const SourceManager &SM = Context->getSourceManager();
@@ -480,17 +398,9 @@ public:
       BindingsOf = Context;
     }
     CurrentBindings = &Bindings;
-    if (const auto *Open = Result.Nodes.getNodeAs<Expr>("open")) {
-      recordOpenedFile(Open);
-      return;
-    }
-    if (const auto *Load = Result.Nodes.getNodeAs<CallExpr>("load")) {
-      recordLoad(Load);
-      return;
-    }
-    const auto *E = Result.Nodes.getNodeAs<Expr>("stmt");
-    if (!E)
-      return;
+  }
+
+  void noteStatement(const Expr *E) {
     bool Output = writesToStdout(E);
     bool Checkpoint = !Output && writesCheckpoint(E);
     if (Checkpoint)
@@ -560,7 +470,6 @@ public:
     Candidates.push_back(std::move(Candidate));
   }
 
-private:
   /// A value a guarded statement prints that every process must compute:
   /// it is computed before the guard, and the statement prints the result.
   struct Hoist {
@@ -580,31 +489,6 @@ private:
     bool Braced = false; ///< A guard before it would capture an `else`.
     std::vector<Hoist> Hoists;
   };
-
-  /// R8 for a file a stream or fopen opens for writing: its path becomes
-  /// `ddp::output_path(path)`, which is the null device on every process
-  /// but the main one. Every process still runs the same code (its checks of
-  /// the stream included); only the main process's bytes reach the file.
-  void recordOpenedFile(const Expr *Open) {
-    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Open))
-      if (Construct->getConstructor()->isCopyOrMoveConstructor())
-        return;
-    const Expr *Path = openedForWriting(Open);
-    if (!Path || isOutputPathCall(Path) || isGuarded(Open))
-      return;
-    Finding F = Locator.make(*Context, Path->getSourceRange(), "R8",
-                             "ddp-unguarded-save");
-    if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
-      return;
-    F.Message = "every process of a DDP program writes this file; open it "
-                "as 'ddp::output_path(...)' so that only the main process "
-                "writes it";
-    if (!F.InMacro) {
-      F.Edits.push_back({F.Offset, 0, "ddp::output_path("});
-      F.Edits.push_back({F.Offset + F.Length, 0, ")"});
-    }
-    Findings.push_back(std::move(F));
-  }
 
   //===--------------------------------------------------------------------===//
   // Files the main process writes and every rank reads back.
@@ -640,125 +524,6 @@ private:
         qualifiedCalleeName(Call) == "torch::jit::load")
       return Call->getNumArgs() >= 1 ? Call->getArg(0) : nullptr;
     return Call->getNumArgs() >= 2 ? Call->getArg(1) : nullptr;
-  }
-
-  void recordLoad(const CallExpr *Load) {
-    // A stream, not a file (`torch::load(x, stream)`).
-    const Expr *Path = checkpointPath(Load);
-    if (!Path || isOstreamOrIstream(Path->getType()))
-      return;
-    Loads.push_back(Load);
-  }
-
-  static bool isOstreamOrIstream(QualType T) {
-    std::string Name = T.getNonReferenceType().getAsString();
-    return llvm::StringRef(Name).contains("istream") ||
-           llvm::StringRef(Name).contains("stringbuf");
-  }
-
-  /// R8: a checkpoint the main process writes (guarded) and every rank reads
-  /// back later, in this unit: the other ranks must wait for the write, so
-  /// `ddp::barrier();` goes before the statement that reads it (before the
-  /// `if`/`try` around the read, whose test may look at the file too). A read
-  /// of a file whose name differs for certain from every written one (two
-  /// string literals) is left alone.
-  void emitReadBarriers() {
-    if (SavedPaths.empty())
-      return;
-    for (const CallExpr *Load : Loads) {
-      std::string Key = pathKey(checkpointPath(Load));
-      bool Literal = llvm::StringRef(Key).starts_with("\"");
-      if (Literal && llvm::all_of(SavedPaths, [&](const std::string &Saved) {
-            return llvm::StringRef(Saved).starts_with("\"") && Saved != Key;
-          }))
-        continue;
-      const Stmt *Site = barrierSite(Load);
-      if (!Site)
-        continue;
-      Finding F = Locator.make(*Context, SourceRange(Site->getBeginLoc()), "R8",
-                               "ddp-unguarded-save");
-      if (F.FilePath.empty() || F.InMacro ||
-          !Seen.insert({F.FilePath, F.Offset}).second)
-        continue;
-      F.Length = 0;
-      bool StartsLine = false;
-      std::string Indent = indentationOf(Context->getSourceManager(),
-                                         Site->getBeginLoc(), StartsLine);
-      F.Edits.push_back({F.Offset, 0,
-                         StartsLine ? "ddp::barrier();\n" + Indent
-                                    : std::string("ddp::barrier(); ")});
-      F.Message = "this reads a file the main process may have written "
-                  "(only the main process writes checkpoints): every rank "
-                  "waits for it at 'ddp::barrier()' first";
-      Finding Note = reportNoteFor(
-          F, "read-after-save",
-          "every rank reads a file here that only the main process writes: "
-          "ddp::barrier() before it makes the ranks wait for the write; ranks "
-          "on other hosts need the file on a shared filesystem (or skip the "
-          "load where it restores state the ranks already share: a wrapped "
-          "model is identical on every rank)");
-      Findings.push_back(std::move(F));
-      Findings.push_back(std::move(Note));
-    }
-  }
-
-  /// The statement around S, also through a declaration
-  /// (`auto module = torch::jit::load(path);`).
-  const Stmt *enclosingStmt(const Stmt *S) {
-    DynTypedNodeList Parents = Context->getParents(*S);
-    while (!Parents.empty()) {
-      if (const auto *Parent = Parents[0].get<Stmt>())
-        return Parent;
-      const auto *Var = Parents[0].get<VarDecl>();
-      if (!Var)
-        return nullptr;
-      Parents = Context->getParents(*Var);
-    }
-    return nullptr;
-  }
-
-  /// The statement `ddp::barrier();` goes before for a read: the read's own
-  /// statement in its block, or the outermost `if`/`try` around it inside
-  /// the enclosing loop or function (every rank runs it the same number of
-  /// times). Null where no such place exists (a lambda, a loop body without
-  /// braces, a read only the main process makes) or a barrier is already
-  /// there.
-  const Stmt *barrierSite(const Stmt *Read) {
-    const Stmt *Site = nullptr;
-    const Stmt *S = Read;
-    while (const Stmt *Parent = enclosingStmt(S)) {
-      if (isa<LambdaExpr>(Parent))
-        return nullptr;
-      if (const auto *If = dyn_cast<IfStmt>(Parent))
-        if (mentionsMainProcessCheck(If->getCond()))
-          return nullptr;
-      if (const auto *Block = dyn_cast<CompoundStmt>(Parent)) {
-        Site = S;
-        const Stmt *Owner = parentStmt(Block);
-        if (Owner && isa<IfStmt, CXXTryStmt, CXXCatchStmt>(Owner)) {
-          S = isa<CXXCatchStmt>(Owner) ? parentStmt(Owner) : Owner;
-          if (!S)
-            return nullptr;
-          continue;
-        }
-        // The statement right before: a barrier of an earlier run.
-        const Stmt *Previous = nullptr;
-        for (const Stmt *Child : Block->body()) {
-          if (Child == Site)
-            break;
-          Previous = Child;
-        }
-        if (const auto *Call = dyn_cast_or_null<CallExpr>(
-                Previous ? strip(dyn_cast<Expr>(Previous)) : nullptr))
-          if (qualifiedCalleeName(Call) == "ddp::barrier")
-            return nullptr;
-        return Site;
-      }
-      if (isa<ForStmt, CXXForRangeStmt, WhileStmt, DoStmt>(Parent))
-        return nullptr; // A loop body without braces.
-      S = Parent;
-    }
-    return nullptr;
   }
 
   //===--------------------------------------------------------------------===//
@@ -1017,7 +782,8 @@ private:
            A.F.FilePath == B.F.FilePath && B.Index == A.Index + 1;
   }
 
-  void emitGuards() {
+  /// The guards of the unit's candidates; Findings gets those of Rule.
+  void emitGuards(FindingList &Findings, llvm::StringRef Rule) {
     std::stable_sort(Candidates.begin(), Candidates.end(),
                      [](const GuardCandidate &A, const GuardCandidate &B) {
                        return A.F < B.F;
@@ -1025,7 +791,8 @@ private:
     for (size_t I = 0; I < Candidates.size();) {
       GuardCandidate &First = Candidates[I];
       if (First.F.InMacro || !First.F.NotRewrittenReason.empty()) {
-        Findings.push_back(std::move(First.F));
+        if (First.F.RuleId == Rule)
+          Findings.push_back(std::move(First.F));
         ++I;
         continue;
       }
@@ -1057,8 +824,11 @@ private:
         Next = I + 1;
         guardInline(First, FirstLines);
       }
+      // A block of prints and saves is carried by its first statement's
+      // finding, whichever rule's it is.
       for (size_t K = I; K < Next; ++K)
-        Findings.push_back(std::move(Candidates[K].F));
+        if (Candidates[K].F.RuleId == Rule)
+          Findings.push_back(std::move(Candidates[K].F));
       I = Next;
     }
   }
@@ -1204,7 +974,6 @@ private:
     return false;
   }
 
-  FindingList &Findings;
   FindingLocator Locator;
   ASTContext *Context = nullptr;
   /// The streams bound to std::cout in the unit of BindingsOf.
@@ -1212,8 +981,7 @@ private:
   const ASTContext *BindingsOf = nullptr;
   std::set<std::pair<std::string, unsigned>> Seen;
   std::vector<GuardCandidate> Candidates;
-  /// Checkpoint reads, and the keys of the files written (pathKey).
-  std::vector<const CallExpr *> Loads;
+  /// The keys of the checkpoint files written (pathKey).
   std::vector<std::string> SavedPaths;
   /// Per enclosing function: its text (the names it uses) and the names
   /// given to hoisted values.
@@ -1225,17 +993,44 @@ private:
   std::map<const Decl *, FunctionNames> HoistNames;
 };
 
-const RuleInfo MainProcessGuardsRows[] = {
-    {"R7", "ddp-unguarded-output",
-     "statements writing to stdout are guarded by ddp::is_main_process()",
-     CheckLevel::Rewrite},
-    {"R8", "ddp-unguarded-save",
-     "torch::save and checkpoint writes happen on the main process only",
-     CheckLevel::RewriteUntilDistributed},
-};
-} // namespace
+MainProcessWrites::MainProcessWrites(llvm::StringRef ProjectRoot)
+    : I(std::make_unique<Impl>(ProjectRoot)) {}
 
-extern const RuleUnit MainProcessGuards{MainProcessGuardsRows,
-                                        createModule<OutputMatchers>};
+MainProcessWrites::~MainProcessWrites() = default;
+
+void MainProcessWrites::startTranslationUnit() { I->startTranslationUnit(); }
+
+void MainProcessWrites::enter(ASTContext &Context) { I->enter(Context); }
+
+void MainProcessWrites::noteStatement(const Expr *E) { I->noteStatement(E); }
+
+void MainProcessWrites::finishTranslationUnit(FindingList &Findings,
+                                              llvm::StringRef Rule) {
+  I->finishTranslationUnit(Findings, Rule);
+}
+
+bool MainProcessWrites::isGuarded(const Stmt *S) { return I->isGuarded(S); }
+
+bool MainProcessWrites::claimSpot(const Finding &F) {
+  return I->Seen.insert({F.FilePath, F.Offset}).second;
+}
+
+FindingLocator &MainProcessWrites::locator() { return I->Locator; }
+
+std::string MainProcessWrites::pathKey(const Expr *Path) {
+  return I->pathKey(Path);
+}
+
+const Expr *MainProcessWrites::checkpointPath(const Expr *E) {
+  return Impl::checkpointPath(E);
+}
+
+llvm::ArrayRef<std::string> MainProcessWrites::savedPaths() const {
+  return I->SavedPaths;
+}
+
+bool MainProcessWrites::mentionsMainProcessCheck(const Stmt *S) {
+  return ::ddpify::mentionsMainProcessCheck(S);
+}
 
 } // namespace ddpify
