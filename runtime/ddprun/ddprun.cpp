@@ -3,11 +3,12 @@
 // program) forms one data-parallel job. Plain C++17 + POSIX: no LibTorch.
 //
 //   ddprun --nproc-per-node N [--nnodes M --node-rank R --master-addr A
-//          --master-port P] [--tee] [--] PROGRAM ARGS...
+//          --master-port P] [--max-restarts K] [--tee] [--] PROGRAM ARGS...
 //
 // When a worker fails, the others get SIGTERM (SIGKILL after a grace period)
 // and ddprun prints one line naming the root cause and exits with its code
-// (128+signal when a signal ended it). SIGINT/SIGTERM sent to ddprun are
+// (128+signal when a signal ended it); with --max-restarts K it starts the
+// whole job again instead, at most K times. SIGINT/SIGTERM sent to ddprun are
 // forwarded to the workers. With several nodes the ddpruns watch each other
 // (node_link.h): a failure anywhere ends every node's workers.
 
@@ -32,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -68,6 +70,9 @@ options:
   --grace-period S     seconds between SIGTERM and SIGKILL when the job is
                        ended (default 5)
   --run-id ID          TORCHELASTIC_RUN_ID given to the workers
+  --max-restarts K     when a worker fails, end the job on every node and
+                       start it again, at most K times (default 0: the job
+                       fails); see "restarts" below
   --join-timeout S     with several nodes: how long node 0 waits for the
                        others to join, and they for node 0 (default:
                        DDP_TIMEOUT_SECONDS when set, else 600)
@@ -87,6 +92,18 @@ With several nodes, node 0's ddprun listens on --master-port for the other
 nodes' ddpruns; rank 0's rendezvous store gets a free port it hands out (the
 workers' MASTER_PORT).
 
+restarts: with --max-restarts K (every node the same K), a worker's failure
+(exit code, signal, stopped) ends every worker on every node, and ddprun
+prints one line on every node, e.g.
+  ddprun: restarting the job (attempt 2 of 3): worker rank 1 on host0 ...
+and starts them all again with a fresh rendezvous store (a new MASTER_PORT
+unless --master-port was given on a single node). The workers get the
+attempt's number in TORCHELASTIC_RESTART_COUNT (0, 1, ...) and K in
+TORCHELASTIC_MAX_RESTARTS. Nothing in memory survives a restart: a program
+resumes from its own checkpoint, as under torchrun. A signal sent to ddprun,
+a node lost, or a node that never joined ends the job without a restart.
+The exit status is the last attempt's.
+
 exit status: 0 when every worker exits 0; otherwise the code of the root
 cause, on every node: the first worker that failed by itself (its exit code,
 128+signal when a signal ended it), 128+signal for a ddprun that was sent
@@ -105,9 +122,12 @@ struct Options {
   std::string run_id;
   std::optional<double> join_timeout;
   std::optional<double> heartbeat_timeout;
+  int max_restarts = 0;
   std::vector<std::string> command;
   // Decided in main(), not options.
-  int store_port = 0;    // the workers' MASTER_PORT (rank 0's store)
+  int store_port = 0;          // the workers' MASTER_PORT (rank 0's store)
+  bool own_store_port = false; // ddprun chose it: a new one every attempt
+  int restart_count = 0;       // the attempt's TORCHELASTIC_RESTART_COUNT
   std::string error_dir; // where each worker's TORCHELASTIC_ERROR_FILE is
 };
 
@@ -269,6 +289,8 @@ Options parse_args(int argc, char** argv) {
       options.grace_seconds = seconds;
     } else if (flag == "--run-id") {
       options.run_id = value();
+    } else if (flag == "--max-restarts") {
+      options.max_restarts = int_option("--max-restarts", value(), 0, 1000000);
     } else if (flag == "--join-timeout" || flag == "--heartbeat-timeout") {
       const std::string text = value();
       char* end = nullptr;
@@ -434,8 +456,8 @@ std::vector<std::string> worker_environment(const Options& o, int local_rank,
     env["TORCHELASTIC_ERROR_FILE"] = error_file(o, rank);
   }
   env["TORCHELASTIC_RUN_ID"] = run_id;
-  env["TORCHELASTIC_RESTART_COUNT"] = "0";
-  env["TORCHELASTIC_MAX_RESTARTS"] = "0";
+  env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(o.restart_count);
+  env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(o.max_restarts);
   // Rank 0 of the job runs the rendezvous store, not ddprun.
   env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
   if (env.find("OMP_NUM_THREADS") == env.end()) {
@@ -705,17 +727,10 @@ public:
     config.join_timeout =
         std::chrono::milliseconds(static_cast<long long>(join_seconds_ * 1000));
     config.heartbeat_timeout = heartbeat_;
+    config.max_restarts = options_.max_restarts;
     link_.emplace(config);
     Failure why;
-    const int store_port = link_->join(
-        [&]() -> std::optional<Failure> {
-          const int sig = g_forward_signal;
-          if (sig == 0) {
-            return std::nullopt;
-          }
-          return signal_failure(sig < 0 ? -sig : sig);
-        },
-        why);
+    const int store_port = link_->join(interrupted(), why);
     if (store_port == 0) {
       std::cerr << "ddprun: job failed: " << why.text << "\n";
       return why.code;
@@ -777,7 +792,7 @@ public:
       if (!link_) {
         return false;
       }
-      if (!failed_here_ && !done_reported_) {
+      if (!failed_here_ && !done_reported_ && !restarting_) {
         done_reported_ = true;
         link_->report_done();
       }
@@ -790,6 +805,48 @@ public:
     take_exits();
     fail_stopped_workers();
     kill_after_grace();
+    return true;
+  }
+
+  /// After an attempt that ended with a restarting verdict: the next
+  /// attempt's store and state (every node's, together). False, with the
+  /// exit `status`, when the job is over: no restart, or a signal to ddprun
+  /// or a lost node since.
+  bool restart(int& status) {
+    if (!restarting_) {
+      return false;
+    }
+    std::optional<Failure> own;
+    if (signalled_ != 0) {
+      own = signal_failure(signalled_); // a signal is not restarted from
+    }
+    if (link_) {
+      Failure why;
+      const int store_port = link_->restart(own, interrupted(), why);
+      if (store_port == 0) {
+        std::cerr << "ddprun: job failed: " << why.text << "\n";
+        status = why.code;
+        return false;
+      }
+      options_.store_port = store_port;
+    } else if (own) {
+      std::cerr << "ddprun: job failed: " << own->text << "\n";
+      status = own->code;
+      return false;
+    } else if (options_.own_store_port) {
+      const int port = ddprun::free_port();
+      options_.store_port = port > 0 ? port : options_.store_port;
+    }
+    ++options_.restart_count;
+    local_root_ = ddprun::RootCause(kLocalCauseWindow);
+    workers_.clear();
+    running_ = 0;
+    failed_here_ = false;
+    done_reported_ = false;
+    restarting_ = false;
+    verdict_.reset();
+    kill_at_.reset();
+    exits_.clear();
     return true;
   }
 
@@ -824,6 +881,18 @@ public:
 private:
   using Clock = ddprun::Clock;
   using Failure = ddprun::Failure;
+  static constexpr std::chrono::seconds kLocalCauseWindow{2};
+
+  /// Asked while ddprun waits for other nodes: a signal sent to it.
+  std::function<std::optional<Failure>()> interrupted() const {
+    return [this]() -> std::optional<Failure> {
+      const int sig = g_forward_signal;
+      if (sig == 0) {
+        return std::nullopt;
+      }
+      return signal_failure(sig < 0 ? -sig : sig);
+    };
+  }
 
   /// A signal sent to ddprun, as the job's cause.
   Failure signal_failure(int sig) const {
@@ -895,13 +964,23 @@ private:
     if (link_) {
       link_->service(now);
       verdict_ = link_->verdict();
+      restarting_ = link_->restarting();
     } else {
       verdict_ = local_root_.decide(now, running_ == 0);
+      restarting_ = verdict_ && ddprun::restartable(*verdict_) &&
+                    options_.restart_count < options_.max_restarts;
     }
     if (verdict_) {
-      std::cerr << "ddprun: job failed: " << verdict_->text
-                << (running_ > 0 ? "; ending the workers on " + host_ : "")
-                << "\n";
+      if (restarting_) {
+        std::cerr << "ddprun: restarting the job (attempt "
+                  << options_.restart_count + 2 << " of "
+                  << options_.max_restarts + 1 << "): " << verdict_->text
+                  << "\n";
+      } else {
+        std::cerr << "ddprun: job failed: " << verdict_->text
+                  << (running_ > 0 ? "; ending the workers on " + host_ : "")
+                  << "\n";
+      }
       if (running_ > 0) {
         end_job(SIGTERM);
       }
@@ -915,6 +994,7 @@ private:
     }
     const int sig = g_forward_signal;
     g_forward_signal = 0;
+    signalled_ = sig < 0 ? -sig : sig;
     if (!verdict_ && !failed_here_) {
       failed_here_ = true;
       report(signal_failure(sig < 0 ? -sig : sig));
@@ -1065,11 +1145,13 @@ private:
   double heartbeat_seconds_ = 0;
   std::chrono::milliseconds heartbeat_{0};
   std::optional<ddprun::NodeLink> link_;
-  ddprun::RootCause local_root_{std::chrono::seconds(2)}; // a single node's
+  ddprun::RootCause local_root_{kLocalCauseWindow}; // a single node's
   std::vector<Worker> workers_;
   size_t running_ = 0;
   bool failed_here_ = false; // a worker failed here, or ddprun was signalled
   bool done_reported_ = false;
+  bool restarting_ = false; // the verdict restarts the job
+  int signalled_ = 0;       // a signal sent to ddprun (not restarted from)
   std::optional<Failure> verdict_;
   std::optional<Clock::time_point> kill_at_;
   std::mutex exits_mutex_;
@@ -1084,6 +1166,7 @@ int main(int argc, char** argv) {
   if (options.master_port == 0) {
     const int port = options.nnodes == 1 ? ddprun::free_port() : 0;
     options.master_port = port > 0 ? port : 29500;
+    options.own_store_port = port > 0;
   }
   options.store_port = options.master_port;
   if (options.run_id.empty()) {
@@ -1099,9 +1182,13 @@ int main(int argc, char** argv) {
   if (const int failed = job.join_nodes()) {
     return failed;
   }
-  job.start_workers();
-  job.start_reaper();
-  while (job.supervise()) {
-  }
-  return job.finish();
+  int status = 0;
+  do {
+    job.start_workers();
+    job.start_reaper();
+    while (job.supervise()) {
+    }
+    status = job.finish();
+  } while (job.restart(status));
+  return status;
 }

@@ -24,6 +24,10 @@ constexpr auto kPingInterval = std::chrono::seconds(1);
 // How long a node that reported a failure waits for the coordinator's
 // verdict before it explains the failure with what it saw itself.
 constexpr auto kVerdictWait = std::chrono::seconds(4);
+// 5 s for a cause to follow the first consequence: on a loaded 2-core
+// machine a cause's report may come a little after the collective failures
+// it causes.
+constexpr auto kCauseWindow = std::chrono::seconds(5);
 
 double seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
@@ -196,10 +200,7 @@ std::optional<Failure> RootCause::decide(Clock::time_point now,
 // -----------------------------------------------------------------
 
 NodeLink::NodeLink(LinkConfig config)
-    // 5 s for a cause to follow the first consequence: on a loaded 2-core
-    // machine a cause's report may come a little after the collective
-    // failures it causes.
-    : config_(std::move(config)), root_(std::chrono::seconds(5)) {}
+    : config_(std::move(config)), root_(kCauseWindow) {}
 
 NodeLink::~NodeLink() {
   for (auto& peer : peers_) {
@@ -274,6 +275,29 @@ int NodeLink::join(const std::function<std::optional<Failure>()>& interrupted,
   last_ping_ = Clock::now();
   return coordinator() ? join_as_coordinator(interrupted, failure)
                        : join_as_node(interrupted, failure);
+}
+
+std::string NodeLink::mismatch(int node, int nnodes, int nproc, int restarts,
+                               const std::string& host) const {
+  const std::string who = "node " + std::to_string(node) + " on " + host;
+  if (nnodes != config_.nnodes) {
+    return who + " was started with --nnodes " + std::to_string(nnodes) +
+           ", node 0 with --nnodes " + std::to_string(config_.nnodes);
+  }
+  if (nproc != config_.nproc_per_node) {
+    return who + " was started with --nproc-per-node " + std::to_string(nproc) +
+           ", node 0 with " + std::to_string(config_.nproc_per_node);
+  }
+  if (restarts != config_.max_restarts) {
+    return who + " was started with --max-restarts " +
+           std::to_string(restarts) + ", node 0 with " +
+           std::to_string(config_.max_restarts);
+  }
+  if (node < 1 || node >= config_.nnodes) {
+    return "a ddprun on " + host + " joined as node " + std::to_string(node) +
+           " of " + std::to_string(config_.nnodes);
+  }
+  return "";
 }
 
 int NodeLink::join_as_coordinator(
@@ -368,31 +392,22 @@ int NodeLink::join_as_coordinator(
         std::istringstream line(peer.input.substr(0, nl));
         peer.input.erase(0, nl + 1);
         std::string word;
-        int node = -1, nnodes = -1, nproc = -1;
-        line >> word >> node >> nnodes >> nproc >> peer.host;
+        int node = -1, nnodes = -1, nproc = -1, restarts = -1;
+        line >> word >> node >> nnodes >> nproc >> peer.host >> restarts;
         std::string problem;
         if (word != "join" || !line) {
           close_peer(peer); // not a ddprun: drop it
-        } else if (nnodes != config_.nnodes) {
-          problem = "node " + std::to_string(node) + " on " + peer.host +
-                    " was started with --nnodes " + std::to_string(nnodes) +
-                    ", node 0 with --nnodes " + std::to_string(config_.nnodes);
-        } else if (nproc != config_.nproc_per_node) {
-          problem = "node " + std::to_string(node) + " on " + peer.host +
-                    " was started with --nproc-per-node " +
-                    std::to_string(nproc) + ", node 0 with " +
-                    std::to_string(config_.nproc_per_node);
-        } else if (node < 1 || node >= config_.nnodes) {
-          problem = "a ddprun on " + peer.host + " joined as node " +
-                    std::to_string(node) + " of " +
-                    std::to_string(config_.nnodes);
-        } else if (joined[static_cast<size_t>(node)]) {
-          problem = "two ddpruns joined as node " + std::to_string(node) +
-                    " (the second on " + peer.host + ")";
         } else {
-          peer.node = node;
-          joined[static_cast<size_t>(node)] = true;
-          --waiting;
+          problem = mismatch(node, nnodes, nproc, restarts, peer.host);
+          if (problem.empty() && joined[static_cast<size_t>(node)]) {
+            problem = "two ddpruns joined as node " + std::to_string(node) +
+                      " (the second on " + peer.host + ")";
+          }
+          if (problem.empty()) {
+            peer.node = node;
+            joined[static_cast<size_t>(node)] = true;
+            --waiting;
+          }
         }
         if (!problem.empty()) {
           // A job started wrongly: end it everywhere, saying why.
@@ -502,7 +517,7 @@ int NodeLink::join_as_node(
   send_line(fd, "join " + std::to_string(config_.node_rank) + " " +
                     std::to_string(config_.nnodes) + " " +
                     std::to_string(config_.nproc_per_node) + " " +
-                    config_.host);
+                    config_.host + " " + std::to_string(config_.max_restarts));
   for (;;) {
     if (auto why = interrupted()) {
       failure = *why;
@@ -584,7 +599,8 @@ void NodeLink::service(Clock::time_point now) {
     }
     if (!open) {
       close_peer(peer);
-      if (!peer.done && !peer.failed) {
+      // A node that failed may leave, unless the job is to restart.
+      if (!peer.done && (!peer.failed || restart_ || waiting_)) {
         lost(peer, "closed its connection (killed, or its host is gone)", now);
       }
     } else if (!peer.done && now - peer.heard > config_.heartbeat_timeout) {
@@ -613,44 +629,79 @@ void NodeLink::on_line(Peer& peer, const std::string& line,
     return;
   }
   if (coordinator()) {
-    if (word == "done") {
+    if (word == "done" && !waiting_) {
       peer.done = true;
+      finish_if_all_done();
+    } else if (word == "ended") {
+      peer.ended = true;
     } else if (word == "fail") {
       std::string kind;
       Failure failure;
       in >> kind >> failure.code >> failure.rank;
       std::getline(in >> std::ws, failure.text);
-      if (const auto k = kind_of(kind)) {
+      // Between attempts a worker's failure is the last attempt's, late.
+      const bool stale = waiting_ && restartable(failure);
+      if (const auto k = kind_of(kind); k && !stale) {
         failure.kind = *k;
         if (failure.kind != Failure::Kind::kStopped) {
           peer.failed = true;
         }
-        root_.report(failure, now);
+        if (restart_ && !restartable(failure)) {
+          cancel_restart(failure); // a node's ddprun signalled meanwhile
+        } else {
+          root_.report(failure, now);
+        }
       }
     } else if (word == "resumed") {
       int rank = -1;
       in >> rank;
       root_.resumed(rank);
     }
-  } else if (word == "abort" && !verdict_) {
+  } else if ((word == "abort" || word == "restart") &&
+             (!verdict_ || restart_)) { // an abort cancels a restart
     Failure failure;
     in >> failure.code;
     std::getline(in >> std::ws, failure.text);
     verdict_ = failure;
+    restart_ = word == "restart";
+  } else if (word == "finished") {
+    finished_ = true;
+    peer.done = true; // its leaving is expected
+  } else if (word == "start" && waiting_) {
+    int port = 0;
+    in >> port;
+    if (port > 0 && port < 65536) {
+      start_port_ = port;
+    }
   }
 }
 
 void NodeLink::lost(Peer& peer, const std::string& why, Clock::time_point now) {
   if (coordinator()) {
-    root_.report(
-        {Failure::Kind::kCause, 1, -1, describe_node(peer) + " " + why}, now);
+    const Failure failure{Failure::Kind::kCause, 1, -1,
+                          describe_node(peer) + " " + why};
+    if (restart_) {
+      cancel_restart(failure); // no restart without every node
+      return;
+    }
+    root_.report(failure, now);
     decide(now);
-  } else if (!verdict_) {
+  } else if (!verdict_ || restart_) {
     verdict_ =
-        own_failure_
+        own_failure_ && !restart_
             ? *own_failure_
             : Failure{Failure::Kind::kCause, 1, -1,
                       "lost node 0's ddprun at " + master() + ": it " + why};
+    restart_ = false;
+  }
+}
+
+void NodeLink::cancel_restart(const Failure& failure) {
+  verdict_ = failure;
+  restart_ = false;
+  for (auto& peer : peers_) {
+    send_line(peer.fd, "abort " + std::to_string(failure.code) + " " +
+                           one_line(failure.text));
   }
 }
 
@@ -660,8 +711,11 @@ void NodeLink::decide(Clock::time_point now) {
   }
   verdict_ = root_.decide(now);
   if (verdict_) {
+    restart_ =
+        !waiting_ && restartable(*verdict_) && attempt_ < config_.max_restarts;
     for (auto& peer : peers_) {
-      send_line(peer.fd, "abort " + std::to_string(verdict_->code) + " " +
+      send_line(peer.fd, (restart_ ? "restart " : "abort ") +
+                             std::to_string(verdict_->code) + " " +
                              one_line(verdict_->text));
     }
   }
@@ -700,6 +754,21 @@ void NodeLink::report_done() {
   if (!coordinator() && !peers_.empty()) {
     send_line(peers_.front().fd, "done");
   }
+  finish_if_all_done();
+}
+
+void NodeLink::finish_if_all_done() {
+  if (!coordinator() || config_.max_restarts == 0 || verdict_ || !done_) {
+    return;
+  }
+  for (const auto& peer : peers_) {
+    if (!peer.done) {
+      return;
+    }
+  }
+  for (auto& peer : peers_) {
+    send_line(peer.fd, "finished");
+  }
 }
 
 bool NodeLink::settled() const {
@@ -707,7 +776,8 @@ bool NodeLink::settled() const {
     return true;
   }
   if (!coordinator()) {
-    return done_;
+    // With restarts, a failure elsewhere may still restart this node.
+    return done_ && (config_.max_restarts == 0 || finished_);
   }
   if (!done_) {
     return false;
@@ -718,6 +788,148 @@ bool NodeLink::settled() const {
     }
   }
   return true;
+}
+
+// --- Restarts
+// -----------------------------------------------------------------
+
+void NodeLink::wait_input(int ms) {
+  std::vector<pollfd> fds;
+  for (const auto& peer : peers_) {
+    if (peer.fd >= 0) {
+      fds.push_back({peer.fd, POLLIN, 0});
+    }
+  }
+  ::poll(fds.data(), fds.size(), ms);
+}
+
+int NodeLink::restart(
+    const std::optional<Failure>& own,
+    const std::function<std::optional<Failure>()>& interrupted,
+    Failure& failure) {
+  if (verdict_ && !restart_) {
+    failure = *verdict_; // the restart was cancelled: a signal, a node lost
+    return 0;
+  }
+  // Nothing of the failed attempt decides the next one.
+  const auto now = Clock::now();
+  waiting_ = true;
+  verdict_.reset();
+  restart_ = false;
+  own_failure_.reset();
+  done_ = false;
+  finished_ = false;
+  start_port_ = 0;
+  root_ = RootCause(kCauseWindow);
+  for (auto& peer : peers_) {
+    peer.done = false;
+    peer.failed = false;
+  }
+  if (own && !coordinator()) {
+    report(*own, now);
+    waiting_ = false;
+    failure = *own;
+    return 0;
+  }
+  if (own) {
+    report(*own, now); // the verdict: `abort` to every node
+  }
+  if (coordinator()) {
+    return restart_as_coordinator(interrupted, failure);
+  }
+  send_line(peers_.front().fd, "ended");
+  // The coordinator waits for every node's workers (a grace period each).
+  const auto deadline = now + config_.join_timeout + std::chrono::seconds(5);
+  for (;;) {
+    service(Clock::now());
+    if (verdict_) {
+      failure = *verdict_;
+      break;
+    }
+    if (start_port_ > 0) {
+      ++attempt_;
+      waiting_ = false;
+      return start_port_;
+    }
+    if (auto why = interrupted()) {
+      report(*why, Clock::now());
+      failure = *why;
+      break;
+    }
+    if (Clock::now() >= deadline) {
+      failure = {Failure::Kind::kCause, 1, -1,
+                 "node 0's ddprun at " + master() +
+                     " did not restart the job within " +
+                     seconds_text(deadline - now)};
+      break;
+    }
+    wait_input(100);
+  }
+  waiting_ = false;
+  return 0;
+}
+
+int NodeLink::restart_as_coordinator(
+    const std::function<std::optional<Failure>()>& interrupted,
+    Failure& failure) {
+  const auto deadline = Clock::now() + config_.join_timeout;
+  for (;;) {
+    const auto now = Clock::now();
+    service(now);
+    if (!verdict_) {
+      if (auto why = interrupted()) {
+        report(*why, now);
+      }
+    }
+    std::string missing;
+    for (auto& peer : peers_) {
+      if (peer.fd < 0 && !verdict_) {
+        // It left before the restart (it decided on its own, or was ended).
+        root_.report({Failure::Kind::kCause, 1, -1,
+                      describe_node(peer) + " left before the restart"},
+                     now);
+        decide(now);
+      }
+      if (!peer.ended) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(peer.node);
+      }
+    }
+    if (!verdict_ && missing.empty()) {
+      break;
+    }
+    if (!verdict_ && now >= deadline) {
+      root_.report({Failure::Kind::kCause, 1, -1,
+                    "node(s) " + missing +
+                        " did not end their workers for the restart within " +
+                        seconds_text(config_.join_timeout)},
+                   now);
+      decide(now);
+    }
+    if (verdict_) {
+      failure = *verdict_;
+      waiting_ = false;
+      return 0;
+    }
+    wait_input(100);
+  }
+  const int store_port = free_port();
+  if (store_port == 0) {
+    root_.report({Failure::Kind::kCause, 1, -1,
+                  "no free port for the rendezvous store on " + config_.host},
+                 Clock::now());
+    decide(Clock::now());
+    failure = *verdict_;
+    waiting_ = false;
+    return 0;
+  }
+  for (auto& peer : peers_) {
+    send_line(peer.fd, "start " + std::to_string(store_port));
+    peer.heard = Clock::now();
+    peer.ended = false;
+  }
+  ++attempt_;
+  waiting_ = false;
+  return store_port;
 }
 
 } // namespace ddprun

@@ -11,17 +11,27 @@
 //
 // With several nodes, each node's ddprun holds one TCP connection to node 0's
 // ddprun (the coordinator) on --master-port, carrying text lines:
-//   node -> coordinator   join <node> <nnodes> <nproc> <host>
+//   node -> coordinator   join <node> <nnodes> <nproc> <host> <max restarts>
 //   coordinator -> node   start <store port>          every node joined
 //   node -> coordinator   fail <kind> <code> <rank> <text>   a local failure
 //   node -> coordinator   done                        its workers exited 0
 //   coordinator -> node   abort <code> <text>         the job's root cause
+//   coordinator -> node   restart <code> <text>       the same, restarting
+//   node -> coordinator   ended                       its workers are gone
+//   coordinator -> node   finished                    every node is done
 //   both ways             ping                        every second
 // A side that hears nothing for the heartbeat timeout, or whose connection
 // closes before the job ended, has lost the other: a cause. Rank 0's
 // rendezvous store runs on a port the coordinator chooses and hands out with
 // `start`, so --master-port is the coordinators' own and a port held by
 // another program is found before any worker starts.
+//
+// With --max-restarts N, a root cause that is a worker's failure (restartable)
+// is sent as `restart` while attempts are left: every node ends its workers,
+// says `ended`, and the coordinator, once every node has, hands out a new
+// store port with `start` (a fresh store: rank 0 of the next attempt starts
+// it empty, so no key of the failed attempt can be read). A node whose
+// workers are done waits for `finished` (every node done) or `restart`.
 
 #include <chrono>
 #include <functional>
@@ -40,6 +50,11 @@ struct Failure {
   int rank = -1;    ///< the worker's global rank, -1 for none
   std::string text; ///< one line, e.g. "worker rank 1 on host0 (pid 12) ..."
 };
+
+/// Whether --max-restarts may restart the job after this root cause: a
+/// worker's failure. A ddprun sent a signal, a node lost or never joined, a
+/// job started wrongly end it.
+inline bool restartable(const Failure& failure) { return failure.rank >= 0; }
 
 /// The root cause among the failures reported, in the order they came: the
 /// first cause; when only consequences came, a stopped worker (it is why the
@@ -70,6 +85,7 @@ struct LinkConfig {
   std::string host; ///< this machine's host name, for the messages
   Clock::duration join_timeout = std::chrono::seconds(600);
   Clock::duration heartbeat_timeout = std::chrono::seconds(30);
+  int max_restarts = 0; ///< every node must be given the same
 };
 
 /// One node's side of the connection between the ddpruns of a job.
@@ -98,10 +114,21 @@ public:
   void report_done();
   /// The job's root cause once known on this node.
   std::optional<Failure> verdict() const { return verdict_; }
-  /// Whether this ddprun may exit: a node once it reported done or knows
-  /// the verdict; the coordinator once the verdict went out or every node
-  /// is done.
+  /// Whether the verdict restarts the job (every node ends its workers and
+  /// calls restart()).
+  bool restarting() const { return verdict_ && restart_; }
+  /// Whether this attempt is over on this node: a node once it reported
+  /// done (with --max-restarts, once every node is done) or knows the
+  /// verdict; the coordinator once the verdict went out or every node is
+  /// done.
   bool settled() const;
+  /// After a restarting verdict, once this node's workers are gone: blocks
+  /// until every node's are and returns the next attempt's store port, or
+  /// sets `failure` to why the job ends instead (returns 0): `own` (a signal
+  /// this ddprun got since), a signal during the wait, a node lost.
+  int restart(const std::optional<Failure>& own,
+              const std::function<std::optional<Failure>()>& interrupted,
+              Failure& failure);
 
 private:
   struct Peer {
@@ -113,6 +140,7 @@ private:
     Clock::time_point heard;
     bool done = false;
     bool failed = false; ///< it reported a failure: its leaving is expected
+    bool ended = false;  ///< its workers of a restarting attempt are gone
   };
 
   bool send_line(int fd, const std::string& line);
@@ -121,13 +149,27 @@ private:
   void on_line(Peer& peer, const std::string& line, Clock::time_point now);
   void lost(Peer& peer, const std::string& why, Clock::time_point now);
   void decide(Clock::time_point now);
+  /// Coordinator: a restarting verdict becomes `failure` (an abort).
+  void cancel_restart(const Failure& failure);
   void close_peer(Peer& peer);
+  /// Coordinator: tells every node once all are done (--max-restarts).
+  void finish_if_all_done();
+  /// The coordinator's side of restart(): every node ended, then `start`.
+  int restart_as_coordinator(
+      const std::function<std::optional<Failure>()>& interrupted,
+      Failure& failure);
+  /// Waits up to `ms` for input from a peer.
+  void wait_input(int ms);
   int join_as_coordinator(
       const std::function<std::optional<Failure>()>& interrupted,
       Failure& failure);
   int join_as_node(const std::function<std::optional<Failure>()>& interrupted,
                    Failure& failure);
   std::string master() const;
+  /// Why a node that joined with these options cannot be part of the job
+  /// ("" when it can).
+  std::string mismatch(int node, int nnodes, int nproc, int restarts,
+                       const std::string& host) const;
   std::string describe_node(const Peer& peer) const;
 
   LinkConfig config_;
@@ -139,6 +181,11 @@ private:
   Clock::time_point own_failure_at_;
   Clock::time_point last_ping_;
   bool done_ = false;
+  bool restart_ = false;  ///< the verdict restarts the job
+  bool finished_ = false; ///< node: the coordinator said every node is done
+  bool waiting_ = false;  ///< between attempts (in restart())
+  int start_port_ = 0;    ///< node: the next attempt's store port
+  int attempt_ = 0;       ///< restarts so far
 };
 
 /// A TCP port nobody listens on right now, 0 when none could be found (the

@@ -1,5 +1,7 @@
 #include "shm_allreduce.h"
 
+#include "fault_report.h"
+
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -227,6 +229,8 @@ void SharedMemoryGroup::barrier(const char* where) {
           message << "ddp::DistributedDataParallel: rank " << peer << " (pid "
                   << pid << ") exited during " << where << "; rank " << rank_
                   << " of " << world_size_ << " cannot go on";
+          // A consequence of the peer's failure, for the launcher.
+          record_failure(message.str(), FailureKind::kCollective);
           throw std::runtime_error(message.str());
         }
       }
@@ -237,6 +241,7 @@ void SharedMemoryGroup::barrier(const char* where) {
                 << std::chrono::duration<double>(timeout_).count()
                 << " s for the other ranks in " << where
                 << " (a peer is stuck, or did not run the same backward pass)";
+        record_failure(message.str(), FailureKind::kCollective);
         throw std::runtime_error(message.str());
       }
       const auto slice = std::min<std::chrono::steady_clock::duration>(

@@ -64,6 +64,14 @@ Cases (each a ctest test, label `multihost`):
                names the root cause; no "terminate called", no core dump; no
                process and no /dev/shm segment is left on any host; then a
                new job on the same port runs to exit 0.
+  restart-worker-fail
+               2 hosts x 2 ranks under ddprun --max-restarts 2 (the probe's
+               `fail-first` mode): rank 3 (host1) exits 3 in the first
+               attempt; both hosts restart together (each prints exactly one
+               "ddprun: restarting the job (attempt 2 of 3): worker rank 3 on
+               host1 ..." line), every rank runs attempt 1 (its
+               TORCHELASTIC_RESTART_COUNT) to the end, both ddpruns exit 0,
+               and no process or /dev/shm segment is left.
 Exit status 0 when every check passed, 1 otherwise. Needs root.
 """
 import argparse
@@ -373,14 +381,16 @@ def fault_env():
     return env
 
 
-def start_nodes(args, h, host_list, nproc, steps, port=PORT, nnodes=None):
+def start_nodes(args, h, host_list, nproc, steps, port=PORT, nnodes=None,
+                options=(), probe_args=None):
     nnodes = nnodes or len(host_list)
     nodes = []
     for node, host in enumerate(host_list):
         argv = [args.ddprun, "--nproc-per-node", str(nproc), "--nnodes",
                 str(nnodes), "--node-rank", str(node), "--master-addr",
-                h.addr(0), "--master-port", str(port), "--tee=3", "--",
-                args.probe, "steps", str(steps)]
+                h.addr(0), "--master-port", str(port), "--tee=3",
+                *options, "--", args.probe,
+                *(probe_args or ["steps", str(steps)])]
         nodes.append(Node(h, host, argv, fault_env()))
     return nodes
 
@@ -571,6 +581,49 @@ def check_fault_case(checks, args, case):
         check_new_job(checks, args, h, [0, 1], 2)
 
 
+def check_restart_case(checks, args):
+    """restart-worker-fail: see the module's docstring."""
+    with hosts.Hosts(2) as h:
+        start = time.monotonic()
+        nodes = start_nodes(args, h, [0, 1], 2, 0,
+                            options=["--max-restarts", "2"],
+                            probe_args=["fail-first", "1", "30", "5"])
+        deadline = start + RUN_TIMEOUT_S
+        restart = (r"^ddprun: restarting the job \(attempt 2 of 3\): worker "
+                   r"rank 3 on host1 \(pid \d+\) exited with code 3$")
+        for k, n in enumerate(nodes):
+            code = n.wait(deadline)
+            out = n.output()
+            checks.record(f"node{k}-exit-0", code == 0,
+                          f"exit {code}\n{out[-3000:]}")
+            lines = [line for line in n.lines if "restarting the job" in line]
+            checks.record(f"node{k}-one-restart-line",
+                          len(lines) == 1 and re.match(restart, lines[0]),
+                          f"want one line matching {restart!r}, got {lines}"
+                          f"\n{out[-3000:]}")
+            if lines:
+                print(f"      host{n.host}: {lines[0]}", flush=True)
+            checks.record(f"node{k}-no-job-failed-line",
+                          not any("job failed" in line for line in n.lines),
+                          out[-3000:])
+            for rank in (2 * k, 2 * k + 1):
+                p = f"[rank{rank}]: "
+                for want in ("attempt 0 of max 2", "attempt 1 of max 2",
+                             "done"):
+                    checks.record(
+                        f"rank{rank}-{want.replace(' ', '-')}",
+                        n.lines.count(p + want) == 1,
+                        f"want one line {p + want!r}\n{out[-3000:]}")
+        failing = [line for n in nodes for line in n.lines
+                   if "failing in attempt" in line]
+        checks.record("one-worker-failed", failing ==
+                      ["[rank3]: failing in attempt 0"], f"{failing}")
+        print(f"      job ran {time.monotonic() - start:.1f} s", flush=True)
+        procs, shm = left_on_hosts(h)
+        checks.record("no-process-left", not any(procs.values()), f"{procs}")
+        checks.record("no-shm-segment-left", not any(shm.values()), f"{shm}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("case")
@@ -633,6 +686,8 @@ def main():
         check_example(checks, args, work)
     elif args.case.startswith("fault-"):
         check_fault_case(checks, args, args.case)
+    elif args.case == "restart-worker-fail":
+        check_restart_case(checks, args)
     else:
         parser.error(f"unknown case {args.case}")
     print(f"{args.case}: {time.monotonic() - start:.1f} s, "

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -350,25 +351,157 @@ TEST(Ddprun, WorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {
   EXPECT_EQ(r.status, 4) << r.output;
 }
 
+TEST(Ddprun, RestartedJobSucceedsInItsSecondAttempt) {
+  // Rank 1 exits 3 after step 2 of attempt 0; from attempt 1 on the job
+  // trains to the end (a new DistributedDataParallel: a fresh store).
+  const auto r = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "2", "--max-restarts", "3", "--tee=2",
+              DDP_TRAIN_PROBE_PATH, "fail-first", "1", "5", "2"}),
+      180);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(count(r.output, "ddprun: restarting the job"), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "ddprun: restarting the job (attempt 2 of "
+                                 "4): worker rank 1 on "))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "exited with code 3\n")) << r.output;
+  EXPECT_FALSE(contains(r.output, "ddprun: job failed")) << r.output;
+  EXPECT_EQ(count(r.output, "failing in attempt"), 1) << r.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string p = "[rank" + std::to_string(rank) + "]: ";
+    // Each attempt's number, and the limit, reached every worker.
+    EXPECT_EQ(count(r.output, p + "attempt 0 of max 3\n"), 1) << r.output;
+    EXPECT_EQ(count(r.output, p + "attempt 1 of max 3\n"), 1) << r.output;
+    // Only the second attempt trained to the end.
+    EXPECT_EQ(count(r.output, p + "done\n"), 1) << r.output;
+  }
+  EXPECT_FALSE(contains(r.output, "attempt 2 of max")) << r.output;
+}
+
+TEST(Ddprun, JobThatAlwaysFailsExhaustsItsRestarts) {
+  const auto r = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "2", "--max-restarts", "2", "--tee=2",
+              DDP_TRAIN_PROBE_PATH, "fail-first", "1000", "5", "1"}),
+      180);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  // The last attempt's status, and one line per restart.
+  EXPECT_EQ(r.status, 3) << r.output;
+  EXPECT_EQ(count(r.output, "ddprun: restarting the job"), 2) << r.output;
+  EXPECT_EQ(count(r.output, "ddprun: restarting the job (attempt 2 of 3): "
+                            "worker rank 1 on "),
+            1)
+      << r.output;
+  EXPECT_EQ(count(r.output, "ddprun: restarting the job (attempt 3 of 3): "
+                            "worker rank 1 on "),
+            1)
+      << r.output;
+  EXPECT_EQ(count(r.output, "ddprun: job failed: worker rank 1 on "), 1)
+      << r.output;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    EXPECT_EQ(count(r.output, "[rank1]: failing in attempt " +
+                                  std::to_string(attempt) + "\n"),
+              1)
+        << r.output;
+  }
+  EXPECT_FALSE(contains(r.output, "attempt 3 of max")) << r.output;
+}
+
+TEST(Ddprun, NoRestartWithMaxRestartsZero) {
+  // Given or by default: the first failure ends the job, as without it.
+  for (const bool given : {true, false}) {
+    std::vector<std::string> args = {"--nproc-per-node", "2", "--tee=2"};
+    if (given) {
+      args.insert(args.end(), {"--max-restarts", "0"});
+    }
+    args.insert(args.end(),
+                {DDP_TRAIN_PROBE_PATH, "fail-first", "1", "5", "2"});
+    const auto r = ddp_test::run_command(ddprun(args), 180);
+    ASSERT_FALSE(r.timed_out) << r.output;
+    EXPECT_EQ(r.status, 3) << r.output;
+    EXPECT_FALSE(contains(r.output, "restarting")) << r.output;
+    EXPECT_EQ(count(r.output, "ddprun: job failed: worker rank 1 on "), 1)
+        << r.output;
+    EXPECT_EQ(count(r.output, "attempt 0 of max 0\n"), 2) << r.output;
+    EXPECT_FALSE(contains(r.output, "attempt 1")) << r.output;
+  }
+}
+
+TEST(Ddprun, TwoNodesOnLoopbackRestartTogether) {
+  // Rank 1 (node 1) fails in attempt 0: both nodes restart, say so, and the
+  // second attempt succeeds on both.
+  const std::string port = std::to_string(ddp_test::free_port());
+  std::vector<Command> nodes;
+  for (int node = 0; node < 2; ++node) {
+    nodes.push_back(
+        ddprun({"--nnodes", "2", "--node-rank", std::to_string(node),
+                "--nproc-per-node", "1", "--master-addr", "127.0.0.1",
+                "--master-port", port, "--max-restarts", "2", "--tee=2",
+                DDP_TRAIN_PROBE_PATH, "fail-first", "1", "5", "2"},
+               {{"DDP_TIMEOUT_SECONDS", "60"}}));
+  }
+  const auto results = ddp_test::run_commands(nodes, 240);
+  for (int node = 0; node < 2; ++node) {
+    const auto& r = results[static_cast<size_t>(node)];
+    const std::string p = "[rank" + std::to_string(node) + "]: ";
+    ASSERT_FALSE(r.timed_out) << r.output;
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(count(r.output, "ddprun: restarting the job"), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, "ddprun: restarting the job (attempt 2 of "
+                                   "3): worker rank 1 on "))
+        << r.output;
+    EXPECT_TRUE(contains(r.output, "exited with code 3\n")) << r.output;
+    EXPECT_FALSE(contains(r.output, "job failed")) << r.output;
+    EXPECT_EQ(count(r.output, p + "attempt 0 of max 2\n"), 1) << r.output;
+    EXPECT_EQ(count(r.output, p + "attempt 1 of max 2\n"), 1) << r.output;
+    EXPECT_EQ(count(r.output, p + "done\n"), 1) << r.output;
+  }
+}
+
+TEST(Ddprun, NodesMustAgreeOnMaxRestarts) {
+  const std::string port = std::to_string(ddp_test::free_port());
+  std::vector<Command> nodes;
+  for (int node = 0; node < 2; ++node) {
+    nodes.push_back(ddprun({"--nnodes", "2", "--node-rank",
+                            std::to_string(node), "--master-port", port,
+                            "--max-restarts", node == 0 ? "1" : "0", "true"}));
+  }
+  const auto results = ddp_test::run_commands(nodes, 120);
+  for (const auto& r : results) {
+    ASSERT_FALSE(r.timed_out) << r.output;
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_TRUE(contains(r.output, "was started with --max-restarts 0, node "
+                                   "0 with 1"))
+        << r.output;
+  }
+}
+
 /// Starts ddprun with two sleeping workers, sends it `sig` once both are
-/// up, and checks it ends with 128+sig and leaves no worker behind.
-void check_signal_forwarded(int sig) {
+/// up, and checks it ends with 128+sig and leaves no worker behind (with
+/// `max_restarts`: not restarted).
+void check_signal_forwarded(int sig, int max_restarts = 0) {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("ddprun_signal_" + std::to_string(::getpid()) + "_" +
                     std::to_string(sig));
   std::filesystem::create_directories(dir);
+  const auto output_file = dir / "output";
   const pid_t pid = ::fork();
   if (pid == 0) {
     const std::string path = DDPRUN_PATH;
     const std::string probe = DDP_INIT_PROBE_PATH;
     const std::string d = dir.string();
+    const std::string restarts = std::to_string(max_restarts);
     ::setenv("OMP_NUM_THREADS", "1", 1);
     for (const char* var :
          {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}) {
       ::unsetenv(var);
     }
-    ::execl(path.c_str(), path.c_str(), "--nproc-per-node", "2", probe.c_str(),
-            "ready-sleep", d.c_str(), static_cast<char*>(nullptr));
+    const int out =
+        ::open(output_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(out, 2);
+    ::execl(path.c_str(), path.c_str(), "--nproc-per-node", "2",
+            "--max-restarts", restarts.c_str(), probe.c_str(), "ready-sleep",
+            d.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ASSERT_GT(pid, 0);
@@ -400,8 +533,12 @@ void check_signal_forwarded(int sig) {
     ::waitpid(pid, &status, 0);
     FAIL() << "ddprun did not end after signal " << sig;
   }
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 128 + sig);
+  std::ifstream in(output_file);
+  const std::string output((std::istreambuf_iterator<char>(in)),
+                           std::istreambuf_iterator<char>());
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << output;
+  EXPECT_FALSE(contains(output, "restarting")) << output;
   // ddprun reaped its workers: they no longer exist.
   for (pid_t worker : workers) {
     EXPECT_EQ(::kill(worker, 0), -1) << "worker " << worker << " still runs";
@@ -412,6 +549,8 @@ void check_signal_forwarded(int sig) {
 TEST(Ddprun, SigtermIsForwardedToWorkers) { check_signal_forwarded(SIGTERM); }
 
 TEST(Ddprun, SigintIsForwardedToWorkers) { check_signal_forwarded(SIGINT); }
+
+TEST(Ddprun, SignalIsNotRestartedFrom) { check_signal_forwarded(SIGTERM, 3); }
 
 TEST(Ddprun, PrefixedOutputPerRank) {
   const auto r = ddp_test::run_command(
@@ -447,6 +586,7 @@ TEST(Ddprun, UsageErrors) {
       {{"--nproc-per-node", "x", "true"}, 2, "--nproc-per-node"},
       {{"--nnodes", "2", "--node-rank", "2", "true"}, 2, "--node-rank 2"},
       {{"--nnodes", "1:4", "true"}, 2, "elastic"},
+      {{"--max-restarts", "x", "true"}, 2, "--max-restarts"},
       {{"--master-port", "70000", "true"}, 2, "--master-port"},
       {{"--bogus", "true"}, 2, "unknown option '--bogus'"},
       {{"--nproc-per-node"}, 2, "needs a value"},

@@ -26,12 +26,19 @@
 //   desync N K      a DistributedDataParallel trained N steps; after step
 //                   K's update the last rank changes the bias on its own:
 //                   what the sync check (DDP_CHECK_SYNC) must stop
+//   fail-first A N K
+//                   says "attempt <TORCHELASTIC_RESTART_COUNT> of max
+//                   <TORCHELASTIC_MAX_RESTARTS>", then trains a
+//                   DistributedDataParallel N steps; in attempts before A the
+//                   last rank exits 3 after step K: a job that ddprun
+//                   --max-restarts must restart (test_ddprun, test/multihost)
 
 #include <ddp/ddp.h>
 
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -156,6 +163,26 @@ int main(int argc, char** argv) {
       if (s == skew_after && ddp::rank() == ddp::world_size() - 1) {
         torch::NoGradGuard no_grad;
         model->bias.add_(1.0);
+      }
+    }
+  } else if (mode == "fail-first" && argc > 4) {
+    const char* count = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    const char* max = std::getenv("TORCHELASTIC_MAX_RESTARTS");
+    const int attempt = count ? std::atoi(count) : 0;
+    std::cerr << "attempt " << attempt << " of max " << (max ? max : "?")
+              << std::endl;
+    const int failing_attempts = std::stoi(argv[2]);
+    const int64_t steps = std::stoll(argv[3]);
+    const int64_t fail_after = std::stoll(argv[4]);
+    ddp::DistributedDataParallel model_ddp(model);
+    for (int64_t s = 1; s <= steps; ++s) {
+      const int64_t mine = (s * ddp::world_size() + ddp::rank()) * 4 % 28;
+      train_step(model, optimizer, data.narrow(0, mine, 4),
+                 target.narrow(0, mine, 4));
+      if (attempt < failing_attempts && s == fail_after &&
+          ddp::rank() == ddp::world_size() - 1) {
+        std::cerr << "failing in attempt " << attempt << std::endl;
+        std::_Exit(3);
       }
     }
   } else {
