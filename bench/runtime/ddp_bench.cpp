@@ -3,6 +3,8 @@
 // step time. Modes: `ddp` (ddp::DistributedDataParallel, under a launcher's
 // environment), `single` (one process, no DDP), `allreduce` (one bare
 // all-reduce of a tensor as large as all gradients, the communication floor).
+// `--optimizer sgd|adam` (SGD with momentum by default) and `--zero 1`
+// (ddp::ZeroRedundancyOptimizer around it; bench/runtime/zero.py).
 
 #include <ddp/ddp.h>
 
@@ -28,6 +30,8 @@ struct Args {
   int64_t batch = 8;
   int steps = 40;
   int warmup = 8;
+  std::string optimizer = "sgd";
+  bool zero = false;
   ddp::DistributedDataParallelOptions ddp_options;
 };
 
@@ -61,6 +65,10 @@ Args parse(int argc, char** argv) {
         args.ddp_options.broadcast_buffers(std::stoi(value()) != 0);
       } else if (a == "--shared-memory") {
         args.ddp_options.shared_memory(std::stoi(value()) != 0);
+      } else if (a == "--optimizer") {
+        args.optimizer = value();
+      } else if (a == "--zero") {
+        args.zero = std::stoi(value()) != 0;
       } else if (a == "--check-sync") {
         args.ddp_options.check_sync_every(std::stoll(value()));
       } else {
@@ -76,7 +84,50 @@ Args parse(int argc, char** argv) {
     std::cerr << "ddp_bench: batch and steps must be positive\n";
     std::exit(2);
   }
+  if (args.optimizer != "sgd" && args.optimizer != "adam") {
+    std::cerr << "ddp_bench: --optimizer is sgd or adam\n";
+    std::exit(2);
+  }
   return args;
+}
+
+// The optimizer of the run: SGD with momentum or Adam, sharded or not.
+std::unique_ptr<torch::optim::Optimizer>
+make_optimizer(const Args& args, const std::vector<torch::Tensor>& params) {
+  const auto sgd = torch::optim::SGDOptions(0.01).momentum(0.9);
+  const auto adam = torch::optim::AdamOptions(1e-3);
+  if (args.zero) {
+    if (args.optimizer == "adam") {
+      return std::make_unique<ddp::ZeroRedundancyOptimizer<torch::optim::Adam>>(
+          params, adam);
+    }
+    return std::make_unique<ddp::ZeroRedundancyOptimizer<torch::optim::SGD>>(
+        params, sgd);
+  }
+  if (args.optimizer == "adam") {
+    return std::make_unique<torch::optim::Adam>(params, adam);
+  }
+  return std::make_unique<torch::optim::SGD>(params, sgd);
+}
+
+// Bytes of optimizer state this process holds (float32 state).
+int64_t state_bytes(const Args& args, const torch::optim::Optimizer& opt) {
+  int64_t numel = 0;
+  if (args.zero && args.optimizer == "adam") {
+    numel =
+        static_cast<const ddp::ZeroRedundancyOptimizer<torch::optim::Adam>&>(
+            opt)
+            .local_state_numel();
+  } else if (args.zero) {
+    numel =
+        static_cast<const ddp::ZeroRedundancyOptimizer<torch::optim::SGD>&>(opt)
+            .local_state_numel();
+  } else {
+    for (const auto& entry : opt.state()) {
+      numel += ddp::detail::zero_state_numel(*entry.second);
+    }
+  }
+  return numel * static_cast<int64_t>(sizeof(float));
 }
 
 // MLP 512-1024-1024-1024-10: about 3.2M parameters.
@@ -194,8 +245,8 @@ int main(int argc, char** argv) {
       std::cerr << "ddp_bench: unknown mode " << args.mode << "\n";
       return 2;
     }
-    torch::optim::SGD opt(model->parameters(),
-                          torch::optim::SGDOptions(0.01).momentum(0.9));
+    auto optimizer = make_optimizer(args, model->parameters());
+    torch::optim::Optimizer& opt = *optimizer;
     std::vector<double> times, forward_times, backward_times, step_times;
     double cpu_start = 0;
     for (int i = 0; i < args.warmup + args.steps; ++i) {
@@ -226,6 +277,14 @@ int main(int argc, char** argv) {
     }
     const double cpu_per_step = (cpu_ms() - cpu_start) / args.steps;
     mark("steps_done");
+    // This rank's optimizer state, and the largest and total over ranks.
+    const int64_t state = state_bytes(args, opt);
+    int64_t state_max = state;
+    int64_t state_total = state;
+    if (ddp::is_distributed()) {
+      state_max = ddp::all_reduce(state_max, ddp::ReduceOp::kMax);
+      state_total = ddp::all_reduce(state_total);
+    }
     if (!ddp::is_distributed() || ddp::rank() == 0) {
       ddp::DataParallelStats stats;
       int64_t buckets = 0;
@@ -240,7 +299,9 @@ int main(int argc, char** argv) {
           "\"forward_ms\": %.4f, \"backward_ms\": %.4f, \"step_ms\": %.4f, "
           "\"buckets\": %lld, "
           "\"allreduces_per_step\": %.3f, \"collectives_per_step\": %.3f, "
-          "\"bytes_per_step\": %.1f}\n",
+          "\"bytes_per_step\": %.1f, \"optimizer\": \"%s\", \"zero\": %d, "
+          "\"state_bytes\": %lld, \"state_bytes_max\": %lld, "
+          "\"state_bytes_total\": %lld}\n",
           args.mode.c_str(), args.model.c_str(),
           static_cast<long long>(args.batch), static_cast<long long>(numel),
           median(times),
@@ -250,7 +311,10 @@ int main(int argc, char** argv) {
           static_cast<long long>(buckets),
           double(stats.allreduces) / args.steps,
           double(stats.collectives()) / args.steps,
-          double(stats.bytes) / args.steps);
+          double(stats.bytes) / args.steps, args.optimizer.c_str(),
+          args.zero ? 1 : 0, static_cast<long long>(state),
+          static_cast<long long>(state_max),
+          static_cast<long long>(state_total));
     }
     return 0;
   } catch (const std::exception& e) {

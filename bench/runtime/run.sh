@@ -5,6 +5,9 @@
 #       rate-limited link at 1 and 10 Gbit/s; bench/runtime/multihost.py)
 #   bench/runtime/run.sh sync-check [BUILD_DIR] [REPS]  (the sync check's
 #       cost, K = 1 and 100 against off; bench/runtime/sync_check.py)
+#   bench/runtime/run.sh zero [BUILD_DIR] [REPS]  (ddp::ZeroRedundancyOptimizer
+#       against the unsharded optimizer: state per rank, step time;
+#       bench/runtime/zero.py)
 # BUILD_DIR: a build tree of this project (default: build); its ddp_runtime is
 # built if needed, the benchmark goes into BUILD_DIR/bench-runtime. PyTorch's
 # DDP, the reference, is the PyTorch of BUILD_DIR's LibTorch: Debian's
@@ -13,7 +16,8 @@
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=local
-if [ "${1:-}" = multihost ] || [ "${1:-}" = sync-check ]; then
+if [ "${1:-}" = multihost ] || [ "${1:-}" = sync-check ] ||
+  [ "${1:-}" = zero ]; then
   mode=$1
   shift
 fi
@@ -43,6 +47,10 @@ if [ "$mode" = multihost ]; then
 fi
 if [ "$mode" = sync-check ]; then
   exec "$python" "$root/bench/runtime/sync_check.py" \
+    --bench "$build/bench-runtime/ddp_bench" --reps "$reps"
+fi
+if [ "$mode" = zero ]; then
+  exec "$python" "$root/bench/runtime/zero.py" \
     --bench "$build/bench-runtime/ddp_bench" --reps "$reps"
 fi
 exec "$python" "$root/bench/runtime/bench.py" --python "$python" \

@@ -6,3 +6,4 @@
 #include <ddp/data_parallel.h>
 #include <ddp/distributed.h>
 #include <ddp/sync_batch_norm.h>
+#include <ddp/zero_redundancy_optimizer.h>
