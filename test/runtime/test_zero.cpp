@@ -364,6 +364,56 @@ TEST(ZeroRedundancyOptimizer, SaveOnRankZeroLoadOnEveryRankSgdMomentum) {
   save_and_resume<torch::optim::SGD>(sgd_options());
 }
 
+// More ranks than parameters: rank 2 owns nothing, steps nothing, and still
+// takes part in the broadcasts and the checkpoint.
+TEST(ZeroRedundancyOptimizer, ARankWithoutParameters) {
+  ddp_test::run_ranks(3, [] {
+    const std::string path = ddp_test::shared_dir() + "/small.pt";
+    torch::manual_seed(5 + ddp::rank());
+    torch::nn::Linear sharded(4, 2); // weight (8) and bias (2)
+    torch::manual_seed(5 + ddp::rank());
+    torch::nn::Linear plain(4, 2);
+    ddp::DistributedDataParallel sharded_ddp(sharded);
+    ddp::DistributedDataParallel plain_ddp(plain);
+    ddp::ZeroRedundancyOptimizer<torch::optim::Adam> zero(sharded->parameters(),
+                                                          adam_options());
+    torch::optim::Adam reference(plain->parameters(), adam_options());
+    EXPECT_EQ(zero.owner(0, 0), 0);
+    EXPECT_EQ(zero.owner(0, 1), 1);
+    auto run = [](torch::nn::Linear& net, torch::optim::Optimizer& opt,
+                  int step) {
+      torch::manual_seed(2000 + step);
+      auto x = torch::randn({3, 4});
+      opt.zero_grad();
+      net->forward(x).pow(2).mean().backward();
+      opt.step();
+    };
+    for (int step = 0; step < 5; ++step) {
+      run(sharded, zero, step);
+      run(plain, reference, step);
+    }
+    EXPECT_EQ(zero.local_state_numel(), ddp::rank() == 0   ? 16
+                                        : ddp::rank() == 1 ? 4
+                                                           : 0);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_LE((sharded->parameters()[i] - plain->parameters()[i])
+                    .abs()
+                    .max()
+                    .item<double>(),
+                1e-5);
+    }
+    zero.consolidate_state_dict(2);
+    if (ddp::rank() == 2) {
+      torch::save(zero, path);
+    }
+    ddp::barrier();
+    ddp::ZeroRedundancyOptimizer<torch::optim::Adam> loaded(plain->parameters(),
+                                                            adam_options());
+    torch::load(loaded, path);
+    EXPECT_EQ(loaded.local_state_numel(), zero.local_state_numel());
+  });
+}
+
 // An unsharded optimizer's checkpoint resumes sharded training.
 TEST(ZeroRedundancyOptimizer, LoadsTheUnshardedOptimizersCheckpoint) {
   ddp_test::run_ranks(2, [] {
