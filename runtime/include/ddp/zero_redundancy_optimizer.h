@@ -63,15 +63,45 @@ std::vector<std::string> zero_gather_bytes(const std::string& bytes,
 
 /// The key under which torch::optim::Optimizer::state() holds the state of
 /// `param`: a string in LibTorch 1.x, the TensorImpl's address in 2.x.
-template <typename Key> Key zero_state_key(const torch::Tensor& param) {
-  if constexpr (std::is_same<Key, std::string>::value) {
-    std::ostringstream key; // what c10::guts::to_string spells
-    key << param.unsafeGetTensorImpl();
-    return key.str();
-  } else {
-    return static_cast<Key>(param.unsafeGetTensorImpl());
-  }
+/// (Overloads, not `if constexpr`: the header stays C++14, as migrated
+/// programs may be.)
+inline void zero_state_key(const torch::Tensor& param, std::string& key) {
+  std::ostringstream text; // what c10::guts::to_string spells
+  text << param.unsafeGetTensorImpl();
+  key = text.str();
 }
+template <typename Key>
+void zero_state_key(const torch::Tensor& param, Key*& key) {
+  key = static_cast<Key*>(param.unsafeGetTensorImpl());
+}
+template <typename Key> Key zero_state_key(const torch::Tensor& param) {
+  Key key{};
+  zero_state_key(param, key);
+  return key;
+}
+
+/// The options class of a torch::optim optimizer, for `Opt(parameters, lr)`
+/// (its options are made from a learning rate, as Opt's are).
+template <typename Opt> struct zero_options {};
+template <> struct zero_options<torch::optim::SGD> {
+  using type = torch::optim::SGDOptions;
+};
+template <> struct zero_options<torch::optim::Adam> {
+  using type = torch::optim::AdamOptions;
+};
+template <> struct zero_options<torch::optim::AdamW> {
+  using type = torch::optim::AdamWOptions;
+};
+template <> struct zero_options<torch::optim::RMSprop> {
+  using type = torch::optim::RMSpropOptions;
+};
+template <> struct zero_options<torch::optim::Adagrad> {
+  using type = torch::optim::AdagradOptions;
+};
+
+template <typename Options>
+using zero_if_options = typename std::enable_if<
+    std::is_base_of<torch::optim::OptimizerOptions, Options>::value>::type;
 
 } // namespace detail
 
@@ -98,21 +128,24 @@ class ZeroRedundancyOptimizer : public torch::optim::Optimizer {
 public:
   using Groups = std::vector<torch::optim::OptimizerParamGroup>;
 
-  template <typename Options>
+  template <typename Options, typename = detail::zero_if_options<Options>>
   ZeroRedundancyOptimizer(std::vector<torch::Tensor> parameters,
                           const Options& options)
       : ZeroRedundancyOptimizer(
             Groups{torch::optim::OptimizerParamGroup(std::move(parameters))},
             options) {}
 
+  /// `Opt(parameters, lr)`: options made from a learning rate, as the
+  /// optimizers of LibTorch take them (SGD, Adam, AdamW, RMSprop, Adagrad).
+  template <typename O = Opt,
+            typename Options = typename detail::zero_options<O>::type>
+  ZeroRedundancyOptimizer(std::vector<torch::Tensor> parameters, double lr)
+      : ZeroRedundancyOptimizer(std::move(parameters), Options(lr)) {}
+
   /// Several parameter groups, each with its own options (or `options`).
-  template <typename Options>
+  template <typename Options, typename = detail::zero_if_options<Options>>
   ZeroRedundancyOptimizer(const Groups& groups, const Options& options)
       : torch::optim::Optimizer(groups, std::make_unique<Options>(options)) {
-    static_assert(
-        std::is_base_of<torch::optim::OptimizerOptions, Options>::value,
-        "ddp::ZeroRedundancyOptimizer: the second argument is the wrapped "
-        "optimizer's options (torch::optim::AdamOptions, SGDOptions, ...)");
     factory_ = [options](const Groups& g) {
       return std::make_unique<Opt>(g, options);
     };
