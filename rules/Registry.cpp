@@ -1,6 +1,7 @@
 //===- Registry.cpp - The registered rule units and their table -----------===//
 
 #include "ddpify/Registry.h"
+#include "llvm/ADT/STLExtras.h"
 #include <algorithm>
 #include <iterator>
 
@@ -67,11 +68,28 @@ CheckLevel checkLevel(llvm::StringRef CheckName) {
   return CheckLevel::Hazard;
 }
 
+namespace {
+
+bool namesUnit(const RuleUnit &Unit, llvm::ArrayRef<std::string> Names) {
+  return llvm::any_of(Unit.Rows, [&](const RuleInfo &Row) {
+    return llvm::is_contained(Names, Row.RuleId);
+  });
+}
+
+} // namespace
+
+bool isOptInRule(llvm::StringRef RuleId) {
+  return llvm::any_of(Units, [&](const RuleUnit *Unit) {
+    return Unit->OptIn && namesUnit(*Unit, {RuleId.str()});
+  });
+}
+
 std::vector<std::unique_ptr<MatcherModule>>
-createMatcherModules(FindingList &Findings, llvm::StringRef ProjectRoot) {
+createMatcherModules(FindingList &Findings, llvm::StringRef ProjectRoot,
+                     llvm::ArrayRef<std::string> OptedIn) {
   std::vector<std::unique_ptr<MatcherModule>> Modules;
   for (const RuleUnit *Unit : Units)
-    if (Unit->Create)
+    if (Unit->Create && (!Unit->OptIn || namesUnit(*Unit, OptedIn)))
       Modules.push_back(Unit->Create(Findings, ProjectRoot));
   return Modules;
 }

@@ -472,7 +472,7 @@ UnitResult parseUnit(const ToolOptions &Options, llvm::StringRef Root,
 
   clang::ast_matchers::MatchFinder Finder;
   std::vector<std::unique_ptr<MatcherModule>> Modules =
-      createMatcherModules(Unit.Findings, Root);
+      createMatcherModules(Unit.Findings, Root, Options.OptInRules);
   for (auto &Module : Modules)
     Module->registerMatchers(Finder);
   MatchUserCodeFactory Factory(Finder, Root, Errors);

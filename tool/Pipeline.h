@@ -54,6 +54,8 @@ struct ToolOptions {
   /// --format-style: how the lines that edits touch are formatted
   /// (EditSet::setFormatStyle).
   std::string FormatStyle = "none";
+  /// The opt-in rules the run applies (e.g. "R14" for --shard-optimizer).
+  std::vector<std::string> OptInRules;
 };
 
 struct PipelineResult {

@@ -134,6 +134,13 @@ cl::opt<std::string> FormatStyle(
              "\"{key: value, ...}\""),
     cl::init("none"), cl::value_desc("style"), cl::cat(DdpifyCategory));
 
+cl::opt<bool> ShardOptimizer(
+    "shard-optimizer",
+    cl::desc("migrate, diff: build the optimizers of wrapped models as "
+             "ddp::ZeroRedundancyOptimizer (ZeRO stage 1: each rank holds "
+             "the optimizer state of its share of the parameters; R14)"),
+    cl::cat(DdpifyCategory));
+
 cl::opt<bool> Quiet("quiet",
                     cl::desc("No progress or statistics on stderr (errors "
                              "and not-rewritten items are still shown)"),
@@ -313,6 +320,8 @@ void takeOptions(const char *Argv0, ToolOptions &Options,
   Options.RuntimeIncludeDir = findRuntimeIncludeDir(Argv0);
   Options.ReportPath = ReportFile;
   Options.FormatStyle = FormatStyle;
+  if (ShardOptimizer)
+    Options.OptInRules.push_back("R14");
   LintOpts.Format = Format;
   LintOpts.WarningsAsErrors = WarningsAsErrors;
   LintOpts.ExportFixes = ExportFixes;
@@ -363,6 +372,11 @@ int checkOptions(ToolOptions &Options, bool ColorGiven) {
   }
   if (Options.RunMode == Mode::Lint && ReportFile.getNumOccurrences()) {
     errs() << "ddpify: error: --report only applies to migrate and diff\n";
+    return ExitError;
+  }
+  if (Options.RunMode == Mode::Lint && ShardOptimizer) {
+    errs() << "ddpify: error: --shard-optimizer only applies to migrate and "
+              "diff\n";
     return ExitError;
   }
   // Without sources, a `.clang-format` is looked for from the root (or the

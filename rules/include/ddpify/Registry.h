@@ -62,11 +62,17 @@ using MatcherModuleFactory = std::unique_ptr<MatcherModule> (*)(
     FindingList &Findings, llvm::StringRef ProjectRoot);
 
 /// What a rule unit registers: its rows of the table (none for a unit that
-/// serves a rule another unit describes) and its matchers.
+/// serves a rule another unit describes) and its matchers. An opt-in unit
+/// runs only when the run names its rule (a migrate option, e.g.
+/// --shard-optimizer for R14).
 struct RuleUnit {
   llvm::ArrayRef<RuleInfo> Rows;
   MatcherModuleFactory Create = nullptr;
+  bool OptIn = false;
 };
+
+/// Whether Rule's unit is opt-in.
+bool isOptInRule(llvm::StringRef RuleId);
 
 /// The factory of a unit whose module is constructed from the run's findings
 /// and the project root.
@@ -77,10 +83,11 @@ std::unique_ptr<MatcherModule> createModule(FindingList &Findings,
 }
 
 /// Creates the matchers of every registered unit, in the order of
-/// Rules.def, each appending to Findings. ProjectRoot bounds where findings
-/// are recorded.
+/// Rules.def, each appending to Findings; an opt-in unit only when OptedIn
+/// names its rule. ProjectRoot bounds where findings are recorded.
 std::vector<std::unique_ptr<MatcherModule>>
-createMatcherModules(FindingList &Findings, llvm::StringRef ProjectRoot);
+createMatcherModules(FindingList &Findings, llvm::StringRef ProjectRoot,
+                     llvm::ArrayRef<std::string> OptedIn = {});
 
 } // namespace ddpify
 
