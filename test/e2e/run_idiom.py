@@ -115,6 +115,12 @@ BATCH = 16  # per rank under ddprun; REF_BATCH is 2 * BATCH unless unsharded
 #             its own (other hosts without a shared filesystem) must end
 #             non-zero within the timeout, never hang or succeed, with a
 #             line naming that file
+#   source:   the idiom folder of the program when it is another idiom's
+#   migrate_args: options given to every `ddpify migrate` of the test
+#             (e.g. --shard-optimizer)
+#   same_without_migrate_args: the program migrated without migrate_args,
+#             built and trained on 2 ranks the same way, must end with the
+#             same parameter hashes on rank 0
 #   progress: progress lines a batch loop prints by its counter (pattern: a
 #             regex), which after sharding are rank 0's batches, not the
 #             reference's: taken out of the comparison and checked against
@@ -152,6 +158,19 @@ IDIOMS = {
     # its own optimizer (SGD, SGD with lr decay through param_groups, Adam).
     "three_models": dict(
         exe="three_models", args=lambda b, i: [str(b)], models=3),
+    # The same program migrated with --shard-optimizer (R14): its three
+    # optimizers (SGD made from a learning rate, SGD with momentum whose lr
+    # the program halves through param_groups, Adam) become
+    # ddp::ZeroRedundancyOptimizer; on 2 ranks it ends with the parameters
+    # of the migration without the option, bit for bit.
+    "three_models_sharded": dict(
+        source="three_models", exe="three_models",
+        args=lambda b, i: [str(b)], models=3,
+        migrate_args=["--shard-optimizer"], same_without_migrate_args=True,
+        edited={"main.cpp": [
+            r"ddp::ZeroRedundancyOptimizer<torch::optim::SGD> linear_opt\(",
+            r"ddp::ZeroRedundancyOptimizer<torch::optim::SGD> perceptron_opt\(",
+            r"ddp::ZeroRedundancyOptimizer<torch::optim::Adam> wide_opt\("]}),
     # Generator holder + discriminator Sequential, both with BatchNorm1d
     # (SyncBatchNorm), two Adams, two backward passes before D's step. Noise
     # is drawn per rank, so a 2-rank run is not the 1-process run at 2B.
@@ -500,10 +519,12 @@ def main():
                 ref_batch=2 * BATCH, untouched=False, prepare=None,
                 atol=ATOL, rtol=RTOL, whole=False, notes=[], edited={},
                 database={}, one_folder=False, apart_fails=None,
-                progress=None)
+                progress=None, source=None, migrate_args=[],
+                same_without_migrate_args=False)
     spec.update(IDIOMS[name])
     checks = rx.Checks(f"idiom.{name}")
-    src = os.path.join(args.source_root, "test", "e2e", "idioms", name)
+    src = os.path.join(args.source_root, "test", "e2e", "idioms",
+                       spec["source"] or name)
     tools = rx.tool_paths(args, src, f"idiom.{name}")
     if not tools:
         return 1
@@ -547,7 +568,8 @@ def main():
     report_file = os.path.join(work, "report.json")
     code, out, err = rx.run([ddpify, "migrate", "--out-dir", migrated,
                              "--root", src, "-p", orig_build, "--report",
-                             report_file] + cache + sources, env=env,
+                             report_file] + spec["migrate_args"] + cache +
+                            sources, env=env,
                             timeout=rx.BUILD_TIMEOUT_S,
                             log=os.path.join(logs, "migrate.log"))
     print("--- ddpify migrate report (stderr)\n" + err, flush=True)
@@ -613,7 +635,7 @@ def main():
         again = os.path.join(work, "migrated-again")
         code, out, err = rx.run(
             [ddpify, "migrate", "--quiet", "--out-dir", again, "--root",
-             migrated, "-p", mig_build] + cache +
+             migrated, "-p", mig_build] + spec["migrate_args"] + cache +
             ([] if spec["whole"] else rx.sources(migrated)), env=env,
             timeout=rx.BUILD_TIMEOUT_S,
             log=os.path.join(logs, "migrate-again.log"))
@@ -819,7 +841,60 @@ def main():
                       code not in (0, None) and code != -9 and named,
                       f"exit {code}; lines naming {spec['apart_fails']}: "
                       f"{named[:2]}\n{rx.tail(err)}")
+    if spec["same_without_migrate_args"]:
+        same_without_migrate_args(args, spec, src, orig_build, work, logs, env,
+                                  cache, sources, ddpify, ddprun, inputs,
+                                  per_rank[0], checks)
     return summary_exit()
+
+
+def same_without_migrate_args(args, spec, src, orig_build, work, logs, env,
+                              cache, sources, ddpify, ddprun, inputs,
+                              hashes_with_args, checks):
+    """The program migrated without spec's migrate_args (e.g. without
+    --shard-optimizer), built and trained on 2 ranks the same way: its
+    ranks must end with the same parameter hashes as the run with them."""
+    plain = os.path.join(work, "plain")
+    plain_build = os.path.join(work, "plain-build")
+    code, out, err = rx.run([ddpify, "migrate", "--quiet", "--out-dir", plain,
+                             "--root", src, "-p", orig_build] + cache +
+                            sources, env=env, timeout=rx.BUILD_TIMEOUT_S,
+                            log=os.path.join(logs, "migrate-plain.log"))
+    if not checks.record("plain-migrate-runs", code == spec["exit"],
+                         f"exit {code}\n{rx.tail(err)}"):
+        return
+    code, out, err = rx.configure(args, [
+        "cmake", "-S", plain, "-B", plain_build, "-G", args.generator,
+        *rx.torch_args(args, args.build_dir), *rx.launcher_args(args),
+        f"-DCMAKE_PROJECT_INCLUDE={os.path.join(HERE, 'link_hook.cmake')}",
+        f"-DDDPIFY_E2E_HOOK_OBJECT={os.path.abspath(args.hook_object)}"],
+        plain_build, env=env, timeout=rx.BUILD_TIMEOUT_S,
+        log=os.path.join(logs, "configure-plain.log"))
+    if code == 0:
+        code, out, err = rx.run(["cmake", "--build", plain_build],
+                                timeout=rx.BUILD_TIMEOUT_S,
+                                log=os.path.join(logs, "build-plain.log"))
+    if not checks.record("plain-build", code == 0, rx.tail(out + err)):
+        return
+    run_dir = os.path.join(work, "plain-ddprun")
+    for r in (0, 1):
+        os.makedirs(os.path.join(run_dir, f"rank{r}"))
+    hash_file = os.path.join(work, "hashes-plain.txt")
+    code, out, err = rx.run(
+        [ddprun, "--nproc-per-node", "2", "--", "/bin/sh", "-c",
+         'cd "$0/rank$RANK" && exec "$@"', run_dir,
+         os.path.join(plain_build, spec["exe"])] + spec["args"](BATCH, inputs),
+        env=rx.clean_env({"DDP_TIMEOUT_SECONDS": "60",
+                          "DDPIFY_E2E_HASH_FILE": hash_file}),
+        timeout=180, log=os.path.join(logs, "plain-ddprun.log"))
+    plain_hashes = sorted(h for (rk, h, _) in rx.read_hashes(hash_file)
+                          if rk == 0)
+    checks.record(
+        "same-parameters-as-without-" + "-".join(
+            a.lstrip("-") for a in spec["migrate_args"]),
+        code == 0 and plain_hashes and plain_hashes == hashes_with_args,
+        f"exit {code}; rank 0's hashes with {spec['migrate_args']}: "
+        f"{hashes_with_args}, without: {plain_hashes}\n{rx.tail(err)}")
 
 
 if __name__ == "__main__":
