@@ -30,9 +30,6 @@ namespace {
 
 using namespace devices;
 
-/// What migrated code says for "this process's device".
-constexpr const char *ProcessDeviceExpr = "ddp::device()";
-
 class CudaCalls : public MatcherModule, public MatchFinder::MatchCallback {
 public:
   CudaCalls(FindingList &Findings, llvm::StringRef ProjectRoot)

@@ -28,9 +28,6 @@ namespace {
 
 using namespace devices;
 
-/// What migrated code says for "this process's device".
-constexpr const char *ProcessDeviceExpr = "ddp::device()";
-
 /// Whether Cond is exactly "CUDA is available" (Polarity true) or its
 /// negation (Polarity false): `torch::cuda::is_available()`, a bool variable
 /// initialised from it, `!` of either.

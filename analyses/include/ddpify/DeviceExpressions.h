@@ -17,6 +17,9 @@
 
 namespace ddpify::devices {
 
+/// What migrated code says for "this process's device".
+constexpr const char *ProcessDeviceExpr = "ddp::device()";
+
 /// What the source spells: no implicit nodes, no parentheses.
 const clang::Expr *strip(const clang::Expr *E);
 /// A class type with that qualified name, through references.
