@@ -1,6 +1,7 @@
 //===- CMakeFileApi.cpp - targets from CMake's File API -------------------===//
 
 #include "ddpify/CMakeFileApi.h"
+#include "ddpify/AtomicFile.h"
 #include "ddpify/EditSet.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -98,18 +99,10 @@ llvm::Error writeQuery(llvm::StringRef BuildDir) {
   } else {
     llvm::consumeError(Existing.takeError());
   }
-  // Written whole, then renamed: cmake never sees half a query.
-  llvm::SmallString<256> Temporary(Path);
-  Temporary += ".tmp";
-  {
-    std::error_code EC;
-    llvm::raw_fd_ostream OS(Temporary, EC);
-    if (EC)
-      return failure("cannot write " + Temporary + ": " + EC.message());
-    OS << ClientQuery;
-  }
-  if (std::error_code EC = llvm::sys::fs::rename(Temporary, Path))
-    return failure("cannot write " + Path + ": " + EC.message());
+  // Written whole, then renamed: cmake never sees half a query, and a full
+  // disk leaves neither half a query nor its temporary.
+  if (llvm::Error Err = writeFileAtomically(Path, ClientQuery))
+    return failure(llvm::toString(std::move(Err)));
   return llvm::Error::success();
 }
 

@@ -1,7 +1,9 @@
 //===- HeaderCache.cpp - A precompiled <torch/torch.h> kept between runs --===//
 
 #include "HeaderCache.h"
+#include "ddpify/AtomicFile.h"
 #include "ddpify/MatcherUtil.h"
+#include "clang/AST/ASTConsumer.h"
 #include "clang/Basic/Version.h"
 #include "clang/Frontend/CompilerInstance.h"
 #include "clang/Frontend/FrontendActions.h"
@@ -9,13 +11,16 @@
 #include "clang/Frontend/Utils.h"
 #include "clang/Lex/PPCallbacks.h"
 #include "clang/Lex/Preprocessor.h"
+#include "clang/Serialization/PCHContainerOperations.h"
 #include "clang/Tooling/ArgumentsAdjusters.h"
 #include "clang/Tooling/Tooling.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/xxhash.h"
 #include <algorithm>
@@ -50,6 +55,48 @@ private:
     return DependencyCollector::sawDependency(Filename, FromModule, IsSystem,
                                               IsModuleFile, IsMissing);
   }
+};
+
+/// The precompiled header's bytes, kept in memory for ddpify to write itself
+/// (AtomicFile.h): Clang's own output stream ends the process when a write
+/// fails (a full disk) and could leave half a header behind.
+struct PchBytes {
+  llvm::SmallVector<char, 0> Data;
+  bool Complete = false;
+};
+
+/// Clang's "raw" container writer, but into PchBytes. Clang's output file is
+/// left empty.
+class InMemoryPchWriter : public PCHContainerWriter {
+public:
+  explicit InMemoryPchWriter(std::shared_ptr<PchBytes> Into)
+      : Into(std::move(Into)) {}
+  llvm::StringRef getFormat() const override { return "raw"; }
+  std::unique_ptr<ASTConsumer> CreatePCHContainerGenerator(
+      CompilerInstance &, const std::string &, const std::string &,
+      std::unique_ptr<llvm::raw_pwrite_stream>,
+      std::shared_ptr<PCHBuffer> Buffer) const override {
+    return std::make_unique<Keeper>(Into, std::move(Buffer));
+  }
+
+private:
+  class Keeper : public ASTConsumer {
+  public:
+    Keeper(std::shared_ptr<PchBytes> Into, std::shared_ptr<PCHBuffer> Buffer)
+        : Into(std::move(Into)), Buffer(std::move(Buffer)) {}
+    void HandleTranslationUnit(ASTContext &) override {
+      // Complete only when the PCHGenerator before it had no error.
+      if (!Buffer->IsComplete)
+        return;
+      Into->Data = std::move(Buffer->Data);
+      Into->Complete = true;
+    }
+
+  private:
+    std::shared_ptr<PchBytes> Into;
+    std::shared_ptr<PCHBuffer> Buffer;
+  };
+  std::shared_ptr<PchBytes> Into;
 };
 
 class BuildPchAction : public GeneratePCHAction {
@@ -270,25 +317,11 @@ std::string relativeToBase(llvm::StringRef Text, llvm::StringRef Base) {
 }
 
 /// Writes Contents to Path through a temporary file and a rename, so another
-/// ddpify running at the same time never reads half of it.
+/// ddpify running at the same time never reads half of it and a full disk
+/// leaves no half-written entry file a later run would read.
 bool writeAtomically(llvm::StringRef Path, llvm::StringRef Contents) {
-  llvm::SmallString<256> Temp(Path);
-  Temp += ".tmp-" + std::to_string(llvm::sys::Process::getProcessId());
-  {
-    std::error_code EC;
-    llvm::raw_fd_ostream OS(Temp, EC);
-    if (EC)
-      return false;
-    OS << Contents;
-    OS.close();
-    if (OS.has_error()) {
-      OS.clear_error();
-      llvm::sys::fs::remove(Temp);
-      return false;
-    }
-  }
-  if (llvm::sys::fs::rename(Temp, Path)) {
-    llvm::sys::fs::remove(Temp);
+  if (llvm::Error Err = writeFileAtomically(Path, Contents)) {
+    llvm::consumeError(std::move(Err));
     return false;
   }
   return true;
@@ -842,7 +875,16 @@ std::string HeaderCache::build(const CompileCommand &Command,
   std::string HeaderText;
   for (const std::string &Included : Prefix)
     HeaderText += "#include " + Included + "\n";
-  if (!writeAtomically(Header, HeaderText))
+  // An entry file that cannot be written (a full disk): no header, the
+  // reason in --cache-trace.
+  auto writeEntryFile = [&](llvm::StringRef Path, llvm::StringRef Contents) {
+    if (llvm::Error Err = writeFileAtomically(Path, Contents)) {
+      FailureReason = llvm::toString(std::move(Err));
+      return false;
+    }
+    return true;
+  };
+  if (!writeEntryFile(Header, HeaderText))
     return "";
 
   // FixedCompilationDatabase adds its own argv[0] and the file.
@@ -851,8 +893,11 @@ std::string HeaderCache::build(const CompileCommand &Command,
   Arguments.insert(Arguments.end(),
                    {"-Xclang", "-fno-pch-timestamp", "-xc++-header"});
   FixedCompilationDatabase Database(Command.Directory, Arguments);
-  ClangTool Tool(Database, {Header.str().str()},
-                 std::make_shared<PCHContainerOperations>(),
+  auto Bytes = std::make_shared<PchBytes>();
+  auto ContainerOperations = std::make_shared<PCHContainerOperations>();
+  ContainerOperations->registerWriter(
+      std::make_unique<InMemoryPchWriter>(Bytes));
+  ClangTool Tool(Database, {Header.str().str()}, ContainerOperations,
                  llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem>(
                      llvm::vfs::createPhysicalFileSystem().release()));
   // A unit that cannot use it says why itself; --cache-trace shows why the
@@ -864,12 +909,18 @@ std::string HeaderCache::build(const CompileCommand &Command,
   Tool.setDiagnosticConsumer(&Printer);
   Tool.setPrintErrorMessage(false);
   auto Dependencies = std::make_shared<AllDependencies>();
-  std::string Temp =
+  // Clang's output file, left empty (InMemoryPchWriter): removed whatever
+  // happens, on a signal too.
+  std::string ClangOutput =
       (Pch + ".tmp-" + std::to_string(llvm::sys::Process::getProcessId()))
           .str();
-  BuildPchFactory Factory(Temp, Dependencies);
-  if (Tool.run(&Factory) != 0 || !llvm::sys::fs::exists(Temp)) {
-    llvm::sys::fs::remove(Temp);
+  llvm::sys::RemoveFileOnSignal(ClangOutput);
+  auto RemoveClangOutput = llvm::make_scope_exit([&] {
+    llvm::sys::fs::remove(ClangOutput);
+    llvm::sys::DontRemoveFileOnSignal(ClangOutput);
+  });
+  BuildPchFactory Factory(ClangOutput, Dependencies);
+  if (Tool.run(&Factory) != 0 || !Bytes->Complete) {
     llvm::StringRef FirstError = Diagnostics;
     size_t At = FirstError.find("error: ");
     FailureReason = At == llvm::StringRef::npos
@@ -914,7 +965,6 @@ std::string HeaderCache::build(const CompileCommand &Command,
                  : "user";
     std::optional<uint64_t> Hash = hashFile(Path);
     if (!Hash) {
-      llvm::sys::fs::remove(Temp);
       FailureReason = "cannot read '" + Path + "'";
       return "";
     }
@@ -925,8 +975,7 @@ std::string HeaderCache::build(const CompileCommand &Command,
   // without a precompiled header (its bodies would be skipped there); the
   // manifest remembers that until one of those files changes.
   if (ProjectHeader) {
-    llvm::sys::fs::remove(Temp);
-    writeAtomically(Manifest, ManifestText);
+    writeEntryFile(Manifest, ManifestText);
     return "";
   }
   std::string Spelled;
@@ -935,12 +984,22 @@ std::string HeaderCache::build(const CompileCommand &Command,
   llvm::SmallString<256> SpelledPath(KeyDir);
   llvm::sys::path::append(SpelledPath, SpelledNamesFile);
   // The PCH first: a manifest never vouches for a PCH that is not there.
-  if (!writeAtomically(SpelledPath, Spelled) ||
-      llvm::sys::fs::rename(Temp, Pch) ||
-      !writeAtomically(Manifest, ManifestText)) {
-    llvm::sys::fs::remove(Temp);
+  llvm::Expected<PendingFile> PchFile = writePending(
+      Pch, llvm::StringRef(Bytes->Data.data(), Bytes->Data.size()));
+  if (!PchFile) {
+    FailureReason = llvm::toString(PchFile.takeError());
     return "";
   }
+  if (!writeEntryFile(SpelledPath, Spelled)) {
+    discard(*PchFile);
+    return "";
+  }
+  if (llvm::Error Err = commit(*PchFile)) {
+    FailureReason = llvm::toString(std::move(Err));
+    return "";
+  }
+  if (!writeEntryFile(Manifest, ManifestText))
+    return "";
   return Pch.str().str();
 }
 

@@ -3,6 +3,7 @@
 #include "Lint.h"
 #include "BuildConfig.h"
 #include "Output.h"
+#include "ddpify/AtomicFile.h"
 #include "ddpify/EditSet.h"
 #include "ddpify/Registry.h"
 #include "clang/Tooling/DiagnosticsYaml.h"
@@ -540,9 +541,12 @@ llvm::Error collectEdits(const std::vector<Reported> &Diags, EditSet &Edits) {
   return llvm::Error::success();
 }
 
+/// Writes the clang-tidy YAML of Diags to a temporary beside --export-fixes
+/// (Export), renamed into place once --fix, if asked, wrote its files too.
 int exportFixes(const ToolOptions &Options, const LintOptions &LintOpts,
                 const std::vector<Reported> &Diags, const EditSet &Edits,
-                llvm::StringRef MainSource) {
+                llvm::StringRef MainSource,
+                std::optional<PendingFile> &Export) {
   namespace tooling = clang::tooling;
   llvm::SmallString<256> BuildDir;
   llvm::sys::fs::current_path(BuildDir);
@@ -595,22 +599,20 @@ int exportFixes(const ToolOptions &Options, const LintOptions &LintOpts,
                                       BuildDir.str());
   }
 
-  std::error_code EC;
-  llvm::raw_fd_ostream Out(LintOpts.ExportFixes, EC, llvm::sys::fs::OF_Text);
-  if (EC) {
-    llvm::errs() << "ddpify: error: cannot write '" << LintOpts.ExportFixes
-                 << "': " << EC.message() << "\n";
+  std::string Yaml;
+  {
+    llvm::raw_string_ostream YamlStream(Yaml);
+    llvm::yaml::Output YamlOutput(YamlStream);
+    YamlOutput << Document;
+  }
+  llvm::Expected<PendingFile> Pending =
+      writePending(LintOpts.ExportFixes, Yaml);
+  if (!Pending) {
+    llvm::errs() << "ddpify: error: " << llvm::toString(Pending.takeError())
+                 << "; nothing written\n";
     return ExitError;
   }
-  llvm::yaml::Output Yaml(Out);
-  Yaml << Document;
-  Out.close();
-  if (Out.has_error()) {
-    llvm::errs() << "ddpify: error: cannot write '" << LintOpts.ExportFixes
-                 << "': " << Out.error().message() << "\n";
-    Out.clear_error();
-    return ExitError;
-  }
+  Export = std::move(*Pending);
   return ExitOk;
 }
 
@@ -723,12 +725,14 @@ int runLint(const ToolOptions &Options, const LintOptions &LintOpts,
       llvm::errs() << "ddpify: error: " << toString(std::move(Err)) << "\n";
       return ExitError;
     }
+    std::optional<PendingFile> Export;
     if (!LintOpts.ExportFixes.empty())
       if (int Status =
               exportFixes(Options, LintOpts, Diags, Edits,
                           Options.Sources.empty()
                               ? llvm::StringRef(Result.Units.front())
-                              : llvm::StringRef(Options.Sources.front())))
+                              : llvm::StringRef(Options.Sources.front()),
+                          Export))
         return Status;
     if (LintOpts.Fix && !Edits.empty()) {
       // The same writing path as `migrate --in-place`.
@@ -739,9 +743,18 @@ int runLint(const ToolOptions &Options, const LintOptions &LintOpts,
       Fixed.Root = Result.Root;
       Fixed.Edits = std::move(Edits);
       Fixed.Edits.setFormatStyle(Options.FormatStyle);
-      if (int Status = writeMigration(FixOptions, Fixed))
+      if (int Status = writeMigration(FixOptions, Fixed)) {
+        if (Export)
+          discard(*Export);
         return Status;
+      }
     }
+    if (Export)
+      if (llvm::Error Err = commit(*Export)) {
+        llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err))
+                     << "\n";
+        return ExitError;
+      }
   }
 
   unsigned Warnings = Diags.size() - Errors;

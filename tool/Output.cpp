@@ -2,6 +2,7 @@
 
 #include "Output.h"
 #include "Lint.h"
+#include "ddpify/AtomicFile.h"
 #include "ddpify/EditSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -36,46 +37,6 @@ void printDiffLine(llvm::raw_ostream &OS, char Marker, llvm::StringRef Line) {
   OS << Marker << Line;
   if (!Line.ends_with("\n"))
     OS << "\n\\ No newline at end of file\n";
-}
-
-/// Writes Content to Path through a temporary file in the same folder, so a
-/// failure never leaves a half-written file. Returns the temporary's path.
-llvm::Expected<std::string> writeTemporary(llvm::StringRef Path,
-                                           llvm::StringRef Content) {
-  llvm::SmallString<256> Model(llvm::sys::path::parent_path(Path));
-  llvm::sys::path::append(Model, "." + llvm::sys::path::filename(Path) +
-                                     ".ddpify-%%%%%%.tmp");
-  int FD;
-  llvm::SmallString<256> Temporary;
-  if (std::error_code EC =
-          llvm::sys::fs::createUniqueFile(Model, FD, Temporary))
-    return llvm::createStringError(EC, "cannot write '%s': %s",
-                                   Path.str().c_str(), EC.message().c_str());
-  llvm::raw_fd_ostream Out(FD, /*shouldClose=*/true);
-  Out << Content;
-  Out.close();
-  if (Out.has_error()) {
-    std::error_code EC = Out.error();
-    Out.clear_error();
-    llvm::sys::fs::remove(Temporary);
-    return llvm::createStringError(EC, "cannot write '%s': %s",
-                                   Path.str().c_str(), EC.message().c_str());
-  }
-  // Keep the original file's permissions (an executable script stays one).
-  if (auto Perms = llvm::sys::fs::getPermissions(Path))
-    llvm::sys::fs::setPermissions(Temporary, *Perms);
-  return Temporary.str().str();
-}
-
-struct PendingWrite {
-  std::string Destination;
-  std::string Temporary;
-};
-
-void discard(std::vector<PendingWrite> &Writes) {
-  for (const PendingWrite &Write : Writes)
-    llvm::sys::fs::remove(Write.Temporary);
-  Writes.clear();
 }
 
 bool isBuildTree(llvm::StringRef Dir) {
@@ -249,8 +210,23 @@ bool isCheckEnabled(llvm::StringRef Globs, llvm::StringRef CheckName) {
 }
 
 int writeMigration(const ToolOptions &Options, const PipelineResult &Result) {
-  std::vector<PendingWrite> Writes;
-  std::vector<std::pair<std::string, std::string>> Copies;
+  // Every output goes to a temporary beside its destination first; only when
+  // all of them are written are they renamed into place.
+  std::vector<PendingFile> Changed;
+  std::vector<PendingFile> Mirrored;
+  // Folders of --out-dir this run made (the folder itself too when it was
+  // not there): a failure takes them away again.
+  std::vector<std::string> CreatedFolders;
+  auto fail = [&](const llvm::Twine &Message) {
+    llvm::errs() << "ddpify: error: " << Message << "; nothing written\n";
+    discard(Changed);
+    discard(Mirrored);
+    removeCreatedFolders(CreatedFolders);
+    return ExitError;
+  };
+  auto cannotCreate = [&](llvm::StringRef Folder, std::error_code EC) {
+    return fail("cannot create '" + Folder + "': " + EC.message());
+  };
   ProjectTree Tree;
   std::string OutDir;
   auto mirrored = [&](llvm::StringRef Path) {
@@ -259,111 +235,71 @@ int writeMigration(const ToolOptions &Options, const PipelineResult &Result) {
     return Destination.str().str();
   };
   if (!Options.OutDir.empty()) {
-    if (std::error_code EC =
-            llvm::sys::fs::create_directories(Options.OutDir)) {
-      llvm::errs() << "ddpify: error: cannot create '" << Options.OutDir
-                   << "': " << EC.message() << "\n";
-      return ExitError;
-    }
+    if (std::error_code EC = createFolders(Options.OutDir, CreatedFolders))
+      return cannotCreate(Options.OutDir, EC);
     llvm::SmallString<256> Real;
     llvm::sys::fs::real_path(Options.OutDir, Real);
     OutDir = Real.str().str();
-    if (OutDir == Result.Root) {
-      llvm::errs() << "ddpify: error: --out-dir is the project root; use "
-                      "--in-place\n";
-      return ExitError;
-    }
-    if (std::error_code EC = listProjectTree(Result.Root, OutDir, Tree)) {
-      llvm::errs() << "ddpify: error: cannot list '" << Result.Root
-                   << "': " << EC.message() << "\n";
-      return ExitError;
-    }
-    for (const std::string &File : Tree.Files)
-      Copies.emplace_back(File, mirrored(File));
+    if (OutDir == Result.Root)
+      return fail("--out-dir is the project root; use --in-place");
+    if (std::error_code EC = listProjectTree(Result.Root, OutDir, Tree))
+      return fail("cannot list '" + Result.Root + "': " + EC.message());
   }
 
-  // First every changed file goes to a temporary beside its destination;
-  // only when all of them are written are they renamed into place.
   for (const auto &[File, Edits] : Result.Edits.files()) {
     std::string Destination = File;
     if (!OutDir.empty()) {
-      llvm::SmallString<256> Path(OutDir);
-      llvm::sys::path::append(Path, relativeToRoot(File, Result.Root));
-      Destination = Path.str().str();
-      llvm::sys::fs::create_directories(llvm::sys::path::parent_path(Path));
+      Destination = mirrored(File);
+      llvm::StringRef Parent = llvm::sys::path::parent_path(Destination);
+      if (std::error_code EC = createFolders(Parent, CreatedFolders))
+        return cannotCreate(Parent, EC);
     } else if (std::error_code EC = llvm::sys::fs::access(
                    File, llvm::sys::fs::AccessMode::Write)) {
-      llvm::errs() << "ddpify: error: cannot write '" << File
-                   << "': " << EC.message() << "; nothing written\n";
-      discard(Writes);
-      return ExitError;
+      return fail("cannot write '" + File + "': " + EC.message());
     }
     llvm::Expected<std::string> Content = Result.Edits.apply(File);
-    llvm::Expected<std::string> Temporary =
-        Content ? writeTemporary(Destination, *Content)
-                : llvm::Expected<std::string>(Content.takeError());
-    if (!Temporary) {
-      llvm::errs() << "ddpify: error: " << llvm::toString(Temporary.takeError())
-                   << "; nothing written\n";
-      discard(Writes);
-      return ExitError;
-    }
-    Writes.push_back({Destination, *Temporary});
+    llvm::Expected<PendingFile> Pending =
+        Content ? writePending(Destination, *Content, /*PermissionsFrom=*/File)
+                : llvm::Expected<PendingFile>(Content.takeError());
+    if (!Pending)
+      return fail(llvm::toString(Pending.takeError()));
+    Changed.push_back(std::move(*Pending));
   }
 
   for (const std::string &Folder : Tree.Folders)
-    if (std::error_code EC =
-            llvm::sys::fs::create_directories(mirrored(Folder))) {
-      llvm::errs() << "ddpify: error: cannot create '" << mirrored(Folder)
-                   << "': " << EC.message() << "\n";
-      discard(Writes);
-      return ExitError;
-    }
+    if (std::error_code EC = createFolders(mirrored(Folder), CreatedFolders))
+      return cannotCreate(mirrored(Folder), EC);
+  // A link or file left by an earlier run is replaced by the rename.
   for (const std::string &Link : Tree.Links) {
     llvm::Expected<std::string> Target = readLink(Link);
-    std::error_code EC;
-    if (!Target)
-      EC = llvm::errorToErrorCode(Target.takeError());
-    else {
-      // A link left by an earlier run is replaced, as files are.
-      llvm::sys::fs::file_status Status;
-      if (!llvm::sys::fs::status(mirrored(Link), Status, /*Follow=*/false) &&
-          Status.type() == llvm::sys::fs::file_type::symlink_file)
-        llvm::sys::fs::remove(mirrored(Link));
-      EC = llvm::sys::fs::create_link(*Target, mirrored(Link));
-    }
-    if (EC) {
-      llvm::errs() << "ddpify: error: cannot write '" << mirrored(Link)
-                   << "': " << EC.message() << "\n";
-      discard(Writes);
-      return ExitError;
-    }
+    llvm::Expected<PendingFile> Pending =
+        Target ? linkPending(*Target, mirrored(Link))
+               : llvm::Expected<PendingFile>(Target.takeError());
+    if (!Pending)
+      return fail(llvm::toString(Pending.takeError()));
+    Mirrored.push_back(std::move(*Pending));
   }
-  for (const auto &[From, To] : Copies) {
-    if (Result.Edits.files().count(From))
+  for (const std::string &File : Tree.Files) {
+    if (Result.Edits.files().count(File))
       continue;
-    llvm::sys::fs::create_directories(llvm::sys::path::parent_path(To));
-    if (std::error_code EC = llvm::sys::fs::copy_file(From, To)) {
-      llvm::errs() << "ddpify: error: cannot write '" << To
-                   << "': " << EC.message() << "\n";
-      discard(Writes);
-      return ExitError;
-    }
-    if (auto Perms = llvm::sys::fs::getPermissions(From))
-      llvm::sys::fs::setPermissions(To, *Perms);
+    llvm::Expected<PendingFile> Pending = copyPending(File, mirrored(File));
+    if (!Pending)
+      return fail(llvm::toString(Pending.takeError()));
+    Mirrored.push_back(std::move(*Pending));
   }
-  for (size_t I = 0; I < Writes.size(); ++I)
-    if (std::error_code EC =
-            llvm::sys::fs::rename(Writes[I].Temporary, Writes[I].Destination)) {
-      llvm::errs() << "ddpify: error: cannot write '" << Writes[I].Destination
-                   << "': " << EC.message() << "\n";
-      std::vector<PendingWrite> Rest(Writes.begin() + I, Writes.end());
-      discard(Rest);
-      return ExitError;
-    }
+
+  std::vector<std::string> Written;
+  for (const PendingFile &File : Changed)
+    Written.push_back(File.Destination);
+  std::vector<PendingFile> All = std::move(Changed);
+  All.insert(All.end(), Mirrored.begin(), Mirrored.end());
+  if (llvm::Error Err = commitAll(All)) {
+    llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err)) << "\n";
+    return ExitError;
+  }
   if (!Options.Quiet)
-    for (const PendingWrite &Write : Writes)
-      llvm::errs() << "ddpify: wrote " << Write.Destination << "\n";
+    for (const std::string &Destination : Written)
+      llvm::errs() << "ddpify: wrote " << Destination << "\n";
   return ExitOk;
 }
 
@@ -386,11 +322,6 @@ int printDiff(const PipelineResult &Result, llvm::raw_ostream &OS) {
     OS << Diff;
   }
   return Changed ? ExitFindings : ExitOk;
-}
-
-llvm::Expected<std::string> writeTemporaryBeside(llvm::StringRef Path,
-                                                 llvm::StringRef Content) {
-  return writeTemporary(Path, Content);
 }
 
 } // namespace ddpify

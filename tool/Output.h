@@ -18,12 +18,6 @@ int printDiff(const PipelineResult &Result, llvm::raw_ostream &OS);
 
 /// The end-of-run report (summary, items, --report) is in Report.h.
 
-/// Writes Content to a new temporary file beside Path (same folder, same
-/// permissions as Path if it exists) and returns the temporary's path; the
-/// caller renames it over Path, so Path is never half written.
-llvm::Expected<std::string> writeTemporaryBeside(llvm::StringRef Path,
-                                                 llvm::StringRef Content);
-
 /// A unified diff of one file with 3 lines of context; empty when equal.
 std::string unifiedDiff(llvm::StringRef RelativePath, llvm::StringRef Old,
                         llvm::StringRef New);

@@ -2,6 +2,7 @@
 
 #include "Report.h"
 #include "Output.h"
+#include "ddpify/AtomicFile.h"
 #include "ddpify/CMakeRewriter.h"
 #include "ddpify/ReportItems.h"
 #include "llvm/Support/FileSystem.h"
@@ -10,6 +11,7 @@
 #include "llvm/Support/Path.h"
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace ddpify {
 namespace {
@@ -94,26 +96,26 @@ llvm::json::Object countsJson(const RuleCounts &Counts) {
 }
 
 /// Writes Content to a temporary beside Path; the error names --report.
-llvm::Expected<std::string> prepareReport(llvm::StringRef Path,
+llvm::Expected<PendingFile> prepareReport(llvm::StringRef Path,
                                           llvm::StringRef Content) {
   if (llvm::sys::fs::is_directory(Path))
     return llvm::createStringError(
         std::make_error_code(std::errc::is_a_directory),
         "cannot write the report '%s': it is a directory", Path.str().c_str());
-  llvm::Expected<std::string> Temporary = writeTemporaryBeside(Path, Content);
-  if (!Temporary) {
-    std::error_code EC = llvm::errorToErrorCode(Temporary.takeError());
+  llvm::Expected<PendingFile> Pending = writePending(Path, Content);
+  if (!Pending) {
+    std::error_code EC = llvm::errorToErrorCode(Pending.takeError());
     return llvm::createStringError(EC, "cannot write the report '%s': %s",
                                    Path.str().c_str(), EC.message().c_str());
   }
-  return Temporary;
+  return Pending;
 }
 
-int commitReport(llvm::StringRef Temporary, llvm::StringRef Path) {
-  if (std::error_code EC = llvm::sys::fs::rename(Temporary, Path)) {
-    llvm::sys::fs::remove(Temporary);
-    llvm::errs() << "ddpify: error: cannot write the report '" << Path
-                 << "': " << EC.message() << "\n";
+int commitReport(const PendingFile &Report) {
+  if (llvm::Error Err = commit(Report)) {
+    std::error_code EC = llvm::errorToErrorCode(std::move(Err));
+    llvm::errs() << "ddpify: error: cannot write the report '"
+                 << Report.Destination << "': " << EC.message() << "\n";
     return ExitError;
   }
   return ExitOk;
@@ -124,25 +126,25 @@ int commitReport(llvm::StringRef Temporary, llvm::StringRef Path) {
 template <typename BodyT>
 int withReport(const ToolOptions &Options, const PipelineResult &Result,
                BodyT Body) {
-  std::string Temporary;
+  std::optional<PendingFile> Report;
   if (!Options.ReportPath.empty()) {
-    llvm::Expected<std::string> Prepared = prepareReport(
+    llvm::Expected<PendingFile> Prepared = prepareReport(
         Options.ReportPath, reportJson(Options, Result, /*Applied=*/true));
     if (!Prepared) {
       llvm::errs() << "ddpify: error: " << llvm::toString(Prepared.takeError())
                    << "; nothing written\n";
       return ExitError;
     }
-    Temporary = *Prepared;
+    Report = std::move(*Prepared);
   }
   int Status = Body();
-  if (Temporary.empty())
+  if (!Report)
     return Status;
   if (Status == ExitError) {
-    llvm::sys::fs::remove(Temporary);
+    discard(*Report);
     return Status;
   }
-  if (int Error = commitReport(Temporary, Options.ReportPath))
+  if (int Error = commitReport(*Report))
     return Error;
   return Status;
 }
