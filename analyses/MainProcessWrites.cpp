@@ -571,10 +571,7 @@ public:
   }
 
   std::string sourceText(SourceRange Range) {
-    const SourceManager &SM = Context->getSourceManager();
-    return Lexer::getSourceText(CharSourceRange::getTokenRange(Range), SM,
-                                Context->getLangOpts())
-        .str();
+    return ddpify::sourceText(*Context, Range);
   }
 
   /// What a hoisted value is called: after the function that computes it

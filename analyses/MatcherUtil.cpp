@@ -305,4 +305,12 @@ const VarDecl *loaderVariable(const Expr *Range) {
   return Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
 }
 
+std::string sourceText(const clang::ASTContext &Context,
+                       clang::SourceRange Range) {
+  return clang::Lexer::getSourceText(
+             clang::CharSourceRange::getTokenRange(Range),
+             Context.getSourceManager(), Context.getLangOpts())
+      .str();
+}
+
 } // namespace ddpify

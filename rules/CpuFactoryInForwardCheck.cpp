@@ -15,8 +15,6 @@
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/Basic/SourceManager.h"
-#include "clang/Lex/Lexer.h"
-#include <set>
 
 using namespace clang;
 using namespace clang::ast_matchers;
@@ -42,19 +40,13 @@ bool makesScalar(const CallExpr *Call, llvm::StringRef Name) {
              ->isArithmeticType();
 }
 
-class CpuFactoryInForwardCheck : public MatcherModule,
-                                 public PlacementObserver {
+class CpuFactoryInForwardCheck : public MatcherModule, public PlacementCheck {
 public:
   CpuFactoryInForwardCheck(FindingList &Findings, llvm::StringRef ProjectRoot)
-      : Findings(Findings), Locator(ProjectRoot) {}
+      : PlacementCheck(Findings, ProjectRoot, CheckName) {}
 
   void registerMatchers(MatchFinder &Finder) override {
     Analysis.registerMatchers(Finder);
-  }
-
-  void startTranslationUnit() override {
-    Reported.clear();
-    Locator.reset();
   }
 
   void factoryWithoutDevice(ASTContext &Context, const CallExpr *Call,
@@ -69,9 +61,8 @@ public:
     if (Name == "from_blob" || Name.ends_with("_like") ||
         makesScalar(Call, Name))
       return;
-    Finding F = Locator.make(Context, Call->getSourceRange(), "", CheckName);
-    // A function analysed in several contexts reports its spot once.
-    if (F.FilePath.empty() || !Reported.insert({F.FilePath, F.Offset}).second)
+    Finding F = newFinding(Context, Call->getSourceRange());
+    if (F.FilePath.empty())
       return;
     std::string Written = text(Context, Call->getCallee()->getSourceRange());
     if (Written.empty())
@@ -132,16 +123,8 @@ private:
   static std::string text(ASTContext &Context, SourceRange R) {
     if (R.isInvalid() || R.getBegin().isMacroID() || R.getEnd().isMacroID())
       return "";
-    return Lexer::getSourceText(CharSourceRange::getTokenRange(R),
-                                Context.getSourceManager(),
-                                Context.getLangOpts())
-        .str();
+    return sourceText(Context, R);
   }
-
-  FindingList &Findings;
-  FindingLocator Locator;
-  PlacementAnalysis Analysis{*this};
-  std::set<std::pair<std::string, unsigned>> Reported;
 };
 
 const RuleInfo CpuFactoryInForwardCheckRows[] = {

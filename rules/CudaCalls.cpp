@@ -114,10 +114,7 @@ private:
   }
 
   std::string sourceText(SourceRange Range) {
-    return Lexer::getSourceText(CharSourceRange::getTokenRange(Range),
-                                Context->getSourceManager(),
-                                Context->getLangOpts())
-        .str();
+    return ddpify::sourceText(*Context, Range);
   }
 
   static bool isTensorClass(const CXXRecordDecl *Class) {

@@ -10,7 +10,6 @@
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/PlacementAnalysis.h"
 #include "ddpify/Registry.h"
-#include <set>
 
 using namespace clang;
 using namespace clang::ast_matchers;
@@ -20,25 +19,19 @@ namespace {
 
 constexpr llvm::StringLiteral CheckName = "ddp-device-mismatch";
 
-class DeviceMismatchCheck : public MatcherModule, public PlacementObserver {
+class DeviceMismatchCheck : public MatcherModule, public PlacementCheck {
 public:
   DeviceMismatchCheck(FindingList &Findings, llvm::StringRef ProjectRoot)
-      : Findings(Findings), Locator(ProjectRoot) {}
+      : PlacementCheck(Findings, ProjectRoot, CheckName) {}
 
   void registerMatchers(MatchFinder &Finder) override {
     Analysis.registerMatchers(Finder);
   }
 
-  void startTranslationUnit() override {
-    Reported.clear();
-    Locator.reset();
-  }
-
   void mismatch(ASTContext &Context, SourceRange At, std::string Message,
                 std::vector<PlacementNote> Notes) override {
-    Finding F = Locator.make(Context, At, "", CheckName);
-    // A function analysed in several contexts reports its spot once.
-    if (F.FilePath.empty() || !Reported.insert({F.FilePath, F.Offset}).second)
+    Finding F = newFinding(Context, At);
+    if (F.FilePath.empty())
       return;
     F.Message = std::move(Message);
     for (auto &[Range, Text] : Notes) {
@@ -50,12 +43,6 @@ public:
     }
     Findings.push_back(std::move(F));
   }
-
-private:
-  FindingList &Findings;
-  FindingLocator Locator;
-  PlacementAnalysis Analysis{*this};
-  std::set<std::pair<std::string, unsigned>> Reported;
 };
 
 const RuleInfo DeviceMismatchCheckRows[] = {

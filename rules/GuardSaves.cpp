@@ -26,13 +26,7 @@ using namespace clang::ast_matchers;
 namespace ddpify {
 namespace {
 
-const Expr *strip(const Expr *E) {
-  return E ? E->IgnoreImplicit()->IgnoreParenImpCasts() : nullptr;
-}
-
-std::string qualifiedName(const NamedDecl *D) {
-  return D ? D->getQualifiedNameAsString() : "";
-}
+const Expr *strip(const Expr *E) { return stripParensAndImplicit(E); }
 
 /// The path argument of a call or construction that opens a file for
 /// writing: a `std::ofstream` (constructed with a path, or `.open(path)`),
@@ -41,7 +35,7 @@ std::string qualifiedName(const NamedDecl *D) {
 const Expr *openedForWriting(const Expr *E) {
   E = E ? E->IgnoreImplicit() : nullptr;
   auto IsOfstream = [](const CXXRecordDecl *Class) {
-    return Class && qualifiedName(Class) == "std::basic_ofstream";
+    return Class && Class->getQualifiedNameAsString() == "std::basic_ofstream";
   };
   if (const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(E)) {
     if (Construct->getNumArgs() >= 1 &&

@@ -226,10 +226,7 @@ private:
   }
 
   std::string sourceText(SourceRange Range) {
-    return Lexer::getSourceText(CharSourceRange::getTokenRange(Range),
-                                Context->getSourceManager(),
-                                Context->getLangOpts())
-        .str();
+    return ddpify::sourceText(*Context, Range);
   }
   // --- Findings ----------------------------------------------------------
 

@@ -23,7 +23,6 @@
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
 #include "clang/Basic/SourceManager.h"
-#include "clang/Lex/Lexer.h"
 #include "llvm/ADT/DenseMap.h"
 #include <map>
 #include <set>
@@ -289,7 +288,7 @@ private:
       Findings.push_back(std::move(F));
       return;
     }
-    std::string Type = text(Range);
+    std::string Type = sourceText(*Context, Range);
     F.replaceRangeWith("ddp::ZeroRedundancyOptimizer<" + Type + ">");
     F.Message = "the state of '" + S.Decl->getNameAsString() +
                 "' is sharded over the ranks (ZeRO stage 1): "
@@ -308,13 +307,6 @@ private:
     F.NotRewrittenReason = "not sharded (--shard-optimizer): " + Reason;
     F.Message = F.NotRewrittenReason;
     Findings.push_back(std::move(F));
-  }
-
-  std::string text(SourceRange Range) const {
-    return Lexer::getSourceText(CharSourceRange::getTokenRange(Range),
-                                Context->getSourceManager(),
-                                Context->getLangOpts())
-        .str();
   }
 
   FindingList &Findings;

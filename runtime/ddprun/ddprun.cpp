@@ -128,7 +128,7 @@ struct Options {
   int store_port = 0;          // the workers' MASTER_PORT (rank 0's store)
   bool own_store_port = false; // ddprun chose it: a new one every attempt
   int restart_count = 0;       // the attempt's TORCHELASTIC_RESTART_COUNT
-  std::string error_dir; // where each worker's TORCHELASTIC_ERROR_FILE is
+  std::string error_dir;       // where each worker's TORCHELASTIC_ERROR_FILE is
 };
 
 [[noreturn]] void usage_error(const std::string& message) {

@@ -86,6 +86,10 @@ std::string deviceVariableInScope(clang::ASTContext &Context,
 /// statement (its value, if any, is used by nothing).
 clang::ast_matchers::internal::Matcher<clang::Stmt> isStatementLevel();
 
+/// The text of Range as written (its tokens).
+std::string sourceText(const clang::ASTContext &Context,
+                       clang::SourceRange Range);
+
 /// Whether Name occurs in Text as a whole identifier (what a new local's
 /// name must not clash with).
 bool mentionsIdentifier(llvm::StringRef Text, llvm::StringRef Name);

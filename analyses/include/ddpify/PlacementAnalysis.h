@@ -11,6 +11,7 @@
 #ifndef DDPIFY_PLACEMENTANALYSIS_H
 #define DDPIFY_PLACEMENTANALYSIS_H
 
+#include "ddpify/MatcherUtil.h"
 #include "ddpify/PlacementLattice.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "llvm/ADT/DenseMap.h"
@@ -92,6 +93,39 @@ private:
   std::map<std::string, placement::Place> ContextSummaries;
   std::set<std::string> ReportedContexts;
   llvm::DenseSet<const clang::FunctionDecl *> InProgress;
+};
+
+/// What a lint check built on the analysis holds: its findings, the analysis
+/// it observes, and the spots it reported.
+class PlacementCheck : public PlacementObserver {
+public:
+  PlacementCheck(FindingList &Findings, llvm::StringRef ProjectRoot,
+                 llvm::StringRef CheckName)
+      : Findings(Findings), Locator(ProjectRoot), Check(CheckName) {}
+
+  void startTranslationUnit() override {
+    Reported.clear();
+    Locator.reset();
+  }
+
+protected:
+  /// The check's finding at At; its FilePath is empty when the spot is not
+  /// the user's or was reported already (a function analysed in several
+  /// contexts reports a spot once).
+  Finding newFinding(clang::ASTContext &Context, clang::SourceRange At) {
+    Finding F = Locator.make(Context, At, "", Check);
+    if (!F.FilePath.empty() && !Reported.insert({F.FilePath, F.Offset}).second)
+      F.FilePath.clear();
+    return F;
+  }
+
+  FindingList &Findings;
+  FindingLocator Locator;
+  PlacementAnalysis Analysis{*this};
+
+private:
+  llvm::StringRef Check;
+  std::set<std::pair<std::string, unsigned>> Reported;
 };
 
 } // namespace ddpify
