@@ -8,6 +8,8 @@ packages=(
   clang-tools-19 clang-format-19
   libtorch-dev libgloo-dev python3-torch
   googletest libgtest-dev
+  # ddprun's job token: HMAC-SHA256 and random challenges (libcrypto).
+  libssl-dev
   # Clang's own <omp.h>: units built with -fopenmp parse as they build.
   libomp-19-dev
 )

@@ -12,6 +12,7 @@
 // forwarded to the workers. With several nodes the ddpruns watch each other
 // (node_link.h): a failure anywhere ends every node's workers.
 
+#include "job_token.h"
 #include "node_link.h"
 
 #include <arpa/inet.h>
@@ -81,6 +82,12 @@ options:
                        is lost (default: half of DDP_TIMEOUT_SECONDS when
                        set, 3 to 30, else 30); a worker stopped (SIGSTOP)
                        this long fails the job too
+  --job-token-file F   with several nodes: the job's secret, in a file only its
+                       owner may read (chmod 600; at least 16 characters, e.g.
+                       `openssl rand -hex 32`); every node needs the same one.
+                       A ddprun proves it holds it (a challenge and an HMAC,
+                       never the token itself) before it joins, and node 0
+                       proves it back. Default: DDP_JOB_TOKEN when set
   --no-python, --standalone
                        accepted for torchrun compatibility (no effect)
   -h, --help           this help
@@ -88,9 +95,12 @@ options:
 Underscore spellings (--nproc_per_node, --node_rank, --master_addr,
 --master_port) and --opt=value forms are accepted too.
 
-With several nodes, node 0's ddprun listens on --master-port for the other
-nodes' ddpruns; rank 0's rendezvous store gets a free port it hands out (the
-workers' MASTER_PORT).
+With several nodes, node 0's ddprun listens on --master-addr:--master-port
+for the other nodes' ddpruns; rank 0's rendezvous store gets a free port it
+hands out (the workers' MASTER_PORT), on --master-addr too. Without a job
+token any program that reaches that port can join as a node or end the job,
+and the store is open to whoever learns its port; with one, only ddpruns
+holding it join (the store itself has no token: see the runtime docs).
 
 restarts: with --max-restarts K (every node the same K), a worker's failure
 (exit code, signal, stopped) ends every worker on every node, and ddprun
@@ -123,6 +133,7 @@ struct Options {
   std::optional<double> join_timeout;
   std::optional<double> heartbeat_timeout;
   int max_restarts = 0;
+  std::optional<std::string> job_token; // --job-token-file or DDP_JOB_TOKEN
   std::vector<std::string> command;
   // Decided in main(), not options.
   int store_port = 0;          // the workers' MASTER_PORT (rank 0's store)
@@ -301,6 +312,12 @@ Options parse_args(int argc, char** argv) {
       }
       (flag == "--join-timeout" ? options.join_timeout
                                 : options.heartbeat_timeout) = seconds;
+    } else if (flag == "--job-token-file") {
+      std::string error;
+      options.job_token = ddprun::read_token_file(value(), error);
+      if (!options.job_token) {
+        usage_error(error);
+      }
     } else if (flag == "--no-python" || flag == "--standalone") {
       if (inline_value) {
         usage_error(flag + " takes no value");
@@ -322,6 +339,14 @@ Options parse_args(int argc, char** argv) {
   }
   if (!port_given) {
     options.master_port = 0; // decided in main()
+  }
+  if (const char* token = std::getenv("DDP_JOB_TOKEN");
+      token != nullptr && !options.job_token) {
+    if (const std::string problem = ddprun::token_problem(token);
+        !problem.empty()) {
+      usage_error("DDP_JOB_TOKEN " + problem);
+    }
+    options.job_token = token;
   }
   return options;
 }
@@ -463,6 +488,8 @@ std::vector<std::string> worker_environment(const Options& o, int local_rank,
   if (env.find("OMP_NUM_THREADS") == env.end()) {
     env["OMP_NUM_THREADS"] = "1";
   }
+  // The job's secret is ddprun's, not the workers'.
+  env.erase("DDP_JOB_TOKEN");
   std::vector<std::string> result;
   for (const auto& kv : env) {
     result.push_back(kv.first + "=" + kv.second);
@@ -728,6 +755,7 @@ public:
         std::chrono::milliseconds(static_cast<long long>(join_seconds_ * 1000));
     config.heartbeat_timeout = heartbeat_;
     config.max_restarts = options_.max_restarts;
+    config.token = options_.job_token;
     link_.emplace(config);
     Failure why;
     const int store_port = link_->join(interrupted(), why);

@@ -2,6 +2,8 @@
 
 #include "node_link.h"
 
+#include "job_token.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -14,6 +16,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -28,6 +31,15 @@ constexpr auto kVerdictWait = std::chrono::seconds(4);
 // machine a cause's report may come a little after the collective failures
 // it causes.
 constexpr auto kCauseWindow = std::chrono::seconds(5);
+// Connections in their handshake at once (sshd's MaxStartups is 10): more
+// are closed at once, so a flood cannot use up node 0's file descriptors;
+// the job's nodes try again. Each has kHandshakeTimeout to join.
+constexpr size_t kMaxPendingConnections = 32;
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+// What node 0 prints about connections that are not the job's nodes: at
+// most this many lines per window, then one line with the count.
+constexpr int kNoticesPerWindow = 5;
+constexpr auto kNoticeWindow = std::chrono::seconds(10);
 
 double seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
@@ -69,22 +81,32 @@ std::optional<Failure::Kind> kind_of(const std::string& word) {
   return std::nullopt;
 }
 
-/// One line, whatever the text held.
-std::string one_line(std::string text) {
-  for (char& c : text) {
-    if (c == '\n' || c == '\r') {
-      c = ' ';
-    }
+/// The host name as `join` carries it (node_message.h's characters).
+std::string message_host(std::string host) {
+  if (host.size() > kMaxHostBytes) {
+    host.resize(kMaxHostBytes);
   }
-  return text;
+  for (char& c : host) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+                    c == '_' || c == ':';
+    c = ok ? c : '_';
+  }
+  return host.empty() ? std::string("?") : host;
 }
 
 std::string peer_address(int fd) {
-  sockaddr_in addr{};
+  sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
-  char text[INET_ADDRSTRLEN] = "?";
+  char text[INET6_ADDRSTRLEN] = "?";
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    ::inet_ntop(AF_INET, &addr.sin_addr, text, sizeof(text));
+    if (addr.ss_family == AF_INET6) {
+      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr,
+                  text, sizeof(text));
+    } else {
+      ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&addr)->sin_addr,
+                  text, sizeof(text));
+    }
   }
   return text;
 }
@@ -248,8 +270,14 @@ bool NodeLink::receive(Peer& peer) {
     if (n > 0) {
       peer.input.append(buffer, static_cast<size_t>(n));
       peer.heard = Clock::now();
-      if (peer.input.size() > (1u << 20)) {
-        return false; // not a ddprun
+      for (size_t at = 0; at <= peer.input.size();) {
+        const size_t nl =
+            std::min(peer.input.find('\n', at), peer.input.size());
+        if (nl - at > kMaxLineBytes) {
+          peer.oversize = true; // not a ddprun
+          return false;
+        }
+        at = nl + 1;
       }
       continue;
     }
@@ -300,44 +328,233 @@ std::string NodeLink::mismatch(int node, int nnodes, int nproc, int restarts,
   return "";
 }
 
+bool NodeLink::listen_on_master(Failure& failure) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(config_.master_port);
+  const int gai =
+      ::getaddrinfo(config_.master_addr.c_str(), port.c_str(), &hints, &found);
+  if (gai != 0 || found == nullptr) {
+    failure = {Failure::Kind::kCause, 1, -1,
+               "--master-addr " + config_.master_addr +
+                   " cannot be resolved on " + config_.host + ": " +
+                   ::gai_strerror(gai)};
+    return false;
+  }
+  int error = 0;
+  // Only --master-addr: the other interfaces of node 0 stay closed.
+  for (addrinfo* a = found; a != nullptr && listen_fd_ < 0; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int yes = 1;
+    if (fd >= 0 &&
+        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes)) == 0 &&
+        ::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 128) == 0) {
+      listen_fd_ = fd;
+      break;
+    }
+    error = errno;
+    if (fd >= 0) {
+      ::close(fd);
+    }
+  }
+  ::freeaddrinfo(found);
+  if (listen_fd_ < 0) {
+    std::string hint;
+    if (error == EADDRINUSE) {
+      hint = " (another job, or a program still holding it: choose another "
+             "port)";
+    } else if (error == EADDRNOTAVAIL) {
+      hint = " (--master-addr " + config_.master_addr +
+             " is not an address of this host: node 0 runs where it points)";
+    }
+    failure = {Failure::Kind::kCause, 1, -1,
+               "--master-port " + port + " cannot be used on " + config_.host +
+                   ": " + std::strerror(error) + hint};
+    return false;
+  }
+  set_nonblocking(listen_fd_);
+  return true;
+}
+
+void NodeLink::Notices::print(const std::string& line, Clock::time_point now) {
+  flush(now);
+  if (printed_ == 0) {
+    window_start_ = now;
+  }
+  if (printed_ < kNoticesPerWindow) {
+    ++printed_;
+    std::cerr << "ddprun: " << line << "\n";
+  } else {
+    ++held_back_;
+  }
+}
+
+void NodeLink::Notices::flush(Clock::time_point now, bool final) {
+  if (printed_ == 0 || (!final && now - window_start_ < kNoticeWindow)) {
+    return;
+  }
+  if (held_back_ > 0) {
+    std::cerr << "ddprun: " << held_back_
+              << " more connection(s) that were not the job's nodes were "
+                 "closed in "
+              << seconds_text(now - window_start_) << "\n";
+  }
+  printed_ = 0;
+  held_back_ = 0;
+}
+
+void NodeLink::accept_connections(Clock::time_point now) {
+  size_t pending = 0;
+  for (const auto& peer : peers_) {
+    pending += peer.node < 0 && peer.fd >= 0 ? 1 : 0;
+  }
+  for (;;) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      return;
+    }
+    if (pending >= kMaxPendingConnections) {
+      // A flood: the job's nodes retry (they got no `hello`).
+      notices_.print("closed a connection from " + peer_address(fd) + ": " +
+                         std::to_string(kMaxPendingConnections) +
+                         " connections are joining already",
+                     now);
+      ::close(fd);
+      continue;
+    }
+    set_nonblocking(fd);
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    Peer peer;
+    peer.fd = fd;
+    peer.address = peer_address(fd);
+    peer.heard = now;
+    peer.accepted = now;
+    if (config_.token) {
+      peer.challenge = random_nonce();
+    }
+    send_line(fd, "hello " + (config_.token ? peer.challenge : "-"));
+    if (config_.token && peer.challenge.empty()) {
+      ::close(fd); // no randomness: no challenge
+      continue;
+    }
+    peers_.push_back(std::move(peer));
+    ++pending;
+  }
+}
+
+std::string NodeLink::token_refusal(const NodeMessage& join, const Peer& peer,
+                                    std::string& told) const {
+  using Proof = NodeMessage::Proof;
+  if (!config_.token) {
+    if (join.proof_kind == Proof::kNone) {
+      return "";
+    }
+    told = "node 0's ddprun on " + config_.host +
+           " has no job token, this node has one (give every node the same "
+           "--job-token-file or DDP_JOB_TOKEN, or none)";
+    return "it has a job token, node 0 has none";
+  }
+  if (join.proof_kind != Proof::kGiven) {
+    told = "node 0's ddprun on " + config_.host +
+           " needs the job's token (--job-token-file or DDP_JOB_TOKEN), this "
+           "node has none";
+    return "it has no job token";
+  }
+  const std::string expected =
+      join_proof(*config_.token, peer.challenge, join.nonce, join_fields(join));
+  if (!proofs_equal(expected, join.proof)) {
+    told = "its proof of the job token is wrong: this node holds another "
+           "token than node 0's ddprun on " +
+           config_.host;
+    return "it holds another job token";
+  }
+  return "";
+}
+
+void NodeLink::drop(Peer& peer, const std::string& why, Clock::time_point now) {
+  notices_.print("closed the connection from " + peer.address + ": " + why,
+                 now);
+  close_peer(peer);
+}
+
+NodeLink::Handshake NodeLink::handshake(Peer& peer, std::vector<bool>& joined,
+                                        Clock::time_point now,
+                                        Failure& failure) {
+  const auto nl = peer.input.find('\n');
+  if (nl == std::string::npos) {
+    if (peer.oversize) {
+      drop(peer,
+           "it sent a line over " + std::to_string(kMaxLineBytes) + " bytes",
+           now);
+      return Handshake::kDropped;
+    }
+    if (now - peer.accepted > kHandshakeTimeout) {
+      drop(peer, "it did not join within " + seconds_text(kHandshakeTimeout),
+           now);
+      return Handshake::kDropped;
+    }
+    return Handshake::kWaiting;
+  }
+  const auto join = parse_message(std::string_view(peer.input).substr(0, nl));
+  peer.input.erase(0, nl + 1);
+  if (!join || join->type != NodeMessage::Type::kJoin) {
+    drop(peer, "it is not a ddprun (its first line is no `join`)", now);
+    return Handshake::kDropped;
+  }
+  std::string told;
+  const std::string refusal = token_refusal(*join, peer, told);
+  if (!refusal.empty()) {
+    notices_.print("refused a ddprun from " + peer.address + " (node " +
+                       std::to_string(join->node) + " on " + join->host +
+                       ", by its word): " + refusal,
+                   now);
+    send_line(peer.fd, "refused " + message_text(told));
+    close_peer(peer);
+    return Handshake::kDropped;
+  }
+  peer.host = join->host;
+  send_line(peer.fd,
+            config_.token
+                ? "welcome " + welcome_proof(*config_.token, peer.challenge,
+                                             join->nonce, join_fields(*join))
+                : std::string("welcome"));
+  // One of the job's ddpruns: a mismatch is the job's, as before tokens.
+  std::string problem = mismatch(join->node, join->nnodes, join->nproc,
+                                 join->max_restarts, join->host);
+  if (problem.empty() && joined[static_cast<size_t>(join->node)]) {
+    problem = "two ddpruns joined as node " + std::to_string(join->node) +
+              " (the second on " + join->host + ")";
+  }
+  peer.node = join->node; // told of the problem as the job's nodes are
+  if (!problem.empty()) {
+    failure = {Failure::Kind::kCause, 2, -1, problem};
+    return Handshake::kJobFails;
+  }
+  joined[static_cast<size_t>(join->node)] = true;
+  return Handshake::kJoined;
+}
+
 int NodeLink::join_as_coordinator(
     const std::function<std::optional<Failure>()>& interrupted,
     Failure& failure) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) {
-    failure = {Failure::Kind::kCause, 1, -1,
-               std::string("cannot open a socket: ") + std::strerror(errno)};
+  if (!listen_on_master(failure)) {
     return 0;
   }
-  const int yes = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(static_cast<uint16_t>(config_.master_port));
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) !=
-          0 ||
-      ::listen(listen_fd_, 64) != 0) {
-    const int error = errno;
-    failure = {Failure::Kind::kCause, 1, -1,
-               "--master-port " + std::to_string(config_.master_port) +
-                   " cannot be used on " + config_.host + ": " +
-                   std::strerror(error) +
-                   (error == EADDRINUSE
-                        ? " (another job, or a program still holding it: "
-                          "choose another port)"
-                        : "")};
-    return 0;
-  }
-  set_nonblocking(listen_fd_);
-
   const auto deadline = Clock::now() + config_.join_timeout;
   auto abort_all = [&](const Failure& why) {
     for (auto& peer : peers_) {
-      send_line(peer.fd, "abort " + std::to_string(why.code) + " " + why.text);
+      if (peer.node >= 0) { // nothing to connections that did not join
+        send_line(peer.fd, "abort " + std::to_string(why.code) + " " +
+                               message_text(why.text));
+      }
       close_peer(peer);
     }
     peers_.clear();
+    notices_.flush(Clock::now(), true);
   };
   std::vector<bool> joined(static_cast<size_t>(config_.nnodes), false);
   joined[0] = true;
@@ -370,66 +587,45 @@ int NodeLink::join_as_coordinator(
       fds.push_back({peer.fd, POLLIN, 0});
     }
     ::poll(fds.data(), fds.size(), 100);
-    for (;;) {
-      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) {
-        break;
-      }
-      set_nonblocking(fd);
-      const int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      Peer peer;
-      peer.fd = fd;
-      peer.address = peer_address(fd);
-      peer.heard = Clock::now();
-      peers_.push_back(std::move(peer));
-    }
+    accept_connections(Clock::now());
+    notices_.flush(Clock::now());
     for (auto it = peers_.begin(); it != peers_.end();) {
       Peer& peer = *it;
       const bool open = receive(peer);
-      const auto nl = peer.input.find('\n');
-      if (peer.node < 0 && nl != std::string::npos) {
-        std::istringstream line(peer.input.substr(0, nl));
-        peer.input.erase(0, nl + 1);
-        std::string word;
-        int node = -1, nnodes = -1, nproc = -1, restarts = -1;
-        line >> word >> node >> nnodes >> nproc >> peer.host >> restarts;
-        std::string problem;
-        if (word != "join" || !line) {
-          close_peer(peer); // not a ddprun: drop it
-        } else {
-          problem = mismatch(node, nnodes, nproc, restarts, peer.host);
-          if (problem.empty() && joined[static_cast<size_t>(node)]) {
-            problem = "two ddpruns joined as node " + std::to_string(node) +
-                      " (the second on " + peer.host + ")";
-          }
-          if (problem.empty()) {
-            peer.node = node;
-            joined[static_cast<size_t>(node)] = true;
-            --waiting;
-          }
-        }
-        if (!problem.empty()) {
-          // A job started wrongly: end it everywhere, saying why.
-          failure = {Failure::Kind::kCause, 2, -1, problem};
+      if (peer.node < 0) {
+        const Handshake step = handshake(peer, joined, Clock::now(), failure);
+        if (step == Handshake::kJobFails) {
           abort_all(failure);
           return 0;
         }
-      }
-      if (peer.fd < 0 || (!open && peer.node < 0)) {
-        close_peer(peer);
-        it = peers_.erase(it);
-        continue;
-      }
-      if (!open) {
+        if (step == Handshake::kJoined) {
+          --waiting;
+        } else if (!open && peer.fd >= 0) {
+          close_peer(peer); // left without a word: nothing to say
+        }
+      } else if (!open) {
         failure = {Failure::Kind::kCause, 1, -1,
                    describe_node(peer) + " left before the job started"};
         abort_all(failure);
         return 0;
       }
+      if (peer.fd < 0) {
+        it = peers_.erase(it);
+        continue;
+      }
       ++it;
     }
   }
+  // Connections still in their handshake are not the job's.
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    if (it->node < 0) {
+      close_peer(*it);
+      it = peers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  notices_.flush(Clock::now(), true);
   const int store_port = free_port();
   if (store_port == 0) {
     failure = {Failure::Kind::kCause, 1, -1,
@@ -444,6 +640,85 @@ int NodeLink::join_as_coordinator(
   return store_port;
 }
 
+int NodeLink::connect_to_coordinator(std::string& error) const {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const int gai = ::getaddrinfo(config_.master_addr.c_str(),
+                                std::to_string(config_.master_port).c_str(),
+                                &hints, &found);
+  if (gai != 0 || found == nullptr) {
+    error = std::string("cannot resolve ") + config_.master_addr + ": " +
+            ::gai_strerror(gai);
+    return -1;
+  }
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    const int s = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) {
+      error = std::strerror(errno);
+      continue;
+    }
+    set_nonblocking(s);
+    int result = 0;
+    if (::connect(s, a->ai_addr, a->ai_addrlen) != 0) {
+      result = errno;
+      if (result == EINPROGRESS) {
+        pollfd p{s, POLLOUT, 0};
+        result = ETIMEDOUT;
+        if (::poll(&p, 1, 1000) > 0) {
+          socklen_t len = sizeof(result);
+          ::getsockopt(s, SOL_SOCKET, SO_ERROR, &result, &len);
+        }
+      }
+    }
+    if (result == 0) {
+      fd = s;
+    } else {
+      ::close(s);
+      error = std::strerror(result);
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd >= 0) {
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  return fd;
+}
+
+std::string NodeLink::join_answer(const NodeMessage& hello, Failure& failure) {
+  NodeMessage join;
+  join.node = config_.node_rank;
+  join.nnodes = config_.nnodes;
+  join.nproc = config_.nproc_per_node;
+  join.host = message_host(config_.host);
+  join.max_restarts = config_.max_restarts;
+  join_fields_ = join_fields(join);
+  if (!config_.token) {
+    return join_fields_; // refused with a line if node 0 has a token
+  }
+  if (hello.nonce.empty()) {
+    failure = {Failure::Kind::kCause, 2, -1,
+               "node 0's ddprun at " + master() +
+                   " has no job token, this node has one: refused (give "
+                   "every node the same --job-token-file or DDP_JOB_TOKEN, "
+                   "or none)"};
+    return join_fields_ + " - -"; // node 0 says so too
+  }
+  join_nonce_ = random_nonce();
+  if (join_nonce_.empty()) {
+    failure = {Failure::Kind::kCause, 1, -1,
+               "no random bytes for the job token's challenge on " +
+                   config_.host};
+    return "";
+  }
+  return join_fields_ + " " + join_nonce_ + " " +
+         join_proof(*config_.token, hello.nonce, join_nonce_, join_fields_);
+}
+
 int NodeLink::join_as_node(
     const std::function<std::optional<Failure>()>& interrupted,
     Failure& failure) {
@@ -452,12 +727,8 @@ int NodeLink::join_as_node(
   // The coordinator gives up at its own join timeout and says so: wait a
   // little longer for its word.
   const auto start_deadline = connect_deadline + std::chrono::seconds(5);
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
   std::string last_error = "no answer";
-  int fd = -1;
-  while (fd < 0) {
+  for (;;) {
     if (auto why = interrupted()) {
       failure = *why;
       return 0;
@@ -469,98 +740,102 @@ int NodeLink::join_as_node(
                      ")"};
       return 0;
     }
-    addrinfo* found = nullptr;
-    const int gai = ::getaddrinfo(config_.master_addr.c_str(),
-                                  std::to_string(config_.master_port).c_str(),
-                                  &hints, &found);
-    if (gai != 0 || found == nullptr) {
-      last_error = std::string("cannot resolve ") + config_.master_addr + ": " +
-                   ::gai_strerror(gai);
-    } else {
-      const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      set_nonblocking(s);
-      int error = 0;
-      if (::connect(s, found->ai_addr, found->ai_addrlen) != 0) {
-        error = errno;
-        if (error == EINPROGRESS) {
-          pollfd p{s, POLLOUT, 0};
-          error = ETIMEDOUT;
-          if (::poll(&p, 1, 1000) > 0) {
-            socklen_t len = sizeof(error);
-            ::getsockopt(s, SOL_SOCKET, SO_ERROR, &error, &len);
-          }
-        }
+    const int fd = connect_to_coordinator(last_error);
+    if (fd >= 0) {
+      peers_.clear();
+      Peer coordinator;
+      coordinator.fd = fd;
+      coordinator.node = 0;
+      coordinator.address = peer_address(fd);
+      coordinator.heard = Clock::now();
+      peers_.push_back(std::move(coordinator));
+      const int port = await_start(start_deadline, start, interrupted, failure);
+      if (port >= 0) {
+        return port;
       }
-      if (error == 0) {
-        fd = s;
-      } else {
-        ::close(s);
-        last_error = std::strerror(error);
-      }
+      close_peer(peers_.back());
+      peers_.clear();
+      // Closed before `hello`: node 0 is busy with other connections.
+      last_error = "node 0's ddprun closed the connection at once";
     }
-    if (found != nullptr) {
-      ::freeaddrinfo(found);
-    }
-    if (fd < 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  const int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  Peer coordinator;
-  coordinator.fd = fd;
-  coordinator.node = 0;
-  coordinator.address = peer_address(fd);
-  coordinator.heard = Clock::now();
-  peers_.push_back(std::move(coordinator));
+}
+
+int NodeLink::await_start(
+    Clock::time_point deadline, Clock::time_point start,
+    const std::function<std::optional<Failure>()>& interrupted,
+    Failure& failure) {
   Peer& peer = peers_.back();
-  send_line(fd, "join " + std::to_string(config_.node_rank) + " " +
-                    std::to_string(config_.nnodes) + " " +
-                    std::to_string(config_.nproc_per_node) + " " +
-                    config_.host + " " + std::to_string(config_.max_restarts));
+  std::string challenge;
+  bool greeted = false;
+  bool welcomed = false;
+  auto fail = [&](int code, const std::string& text) {
+    failure = {Failure::Kind::kCause, code, -1,
+               "node 0's ddprun at " + master() + " " + text};
+    return 0;
+  };
   for (;;) {
     if (auto why = interrupted()) {
       failure = *why;
       return 0;
     }
-    if (Clock::now() >= start_deadline) {
-      failure = {Failure::Kind::kCause, 1, -1,
-                 "node 0's ddprun at " + master() +
-                     " did not start the job within " +
-                     seconds_text(start_deadline - start) +
-                     " (is another program on that port?)"};
-      return 0;
+    if (Clock::now() >= deadline) {
+      return fail(1, "did not start the job within " +
+                         seconds_text(deadline - start) +
+                         " (is another program on that port?)");
     }
-    pollfd p{fd, POLLIN, 0};
+    pollfd p{peer.fd, POLLIN, 0};
     ::poll(&p, 1, 100);
-    const bool open = receive(peer);
+    const bool open = receive(peer) && !peer.oversize;
     for (size_t nl; (nl = peer.input.find('\n')) != std::string::npos;) {
-      const std::string line = peer.input.substr(0, nl);
+      const auto m = parse_message(std::string_view(peer.input).substr(0, nl));
       peer.input.erase(0, nl + 1);
-      std::istringstream in(line);
-      std::string word;
-      in >> word;
-      if (word == "start") {
-        int port = 0;
-        in >> port;
-        if (port > 0 && port < 65536) {
-          peer.heard = Clock::now();
-          return port;
+      using Type = NodeMessage::Type;
+      if (m && m->type == Type::kRefused) {
+        return fail(2, "refused this node: " + m->text);
+      }
+      if (!greeted) {
+        if (!m || m->type != Type::kHello) {
+          return fail(1, "answered with what no ddprun says (is another "
+                         "program on that port?)");
         }
-      } else if (word == "abort") {
-        int code = 1;
-        in >> code;
-        std::string text;
-        std::getline(in >> std::ws, text);
-        failure = {Failure::Kind::kCause, code, -1, text};
+        greeted = true;
+        challenge = m->nonce;
+        const std::string answer = join_answer(*m, failure);
+        if (!answer.empty()) {
+          send_line(peer.fd, answer);
+        }
+        if (answer.empty() || !failure.text.empty()) {
+          return 0;
+        }
+      } else if (!welcomed) {
+        if (m && m->type == Type::kWelcome) {
+          if (config_.token &&
+              !proofs_equal(welcome_proof(*config_.token, challenge,
+                                          join_nonce_, join_fields_),
+                            m->proof)) {
+            return fail(2, "did not prove it holds the job token (another "
+                           "job's, or not a ddprun): refused it");
+          }
+          welcomed = true;
+        }
+      } else if (m && m->type == Type::kStart) {
+        peer.heard = Clock::now();
+        return m->port;
+      } else if (m && m->type == Type::kAbort) {
+        failure = {Failure::Kind::kCause, m->code, -1, m->text};
         return 0;
       }
     }
     if (!open) {
-      failure = {Failure::Kind::kCause, 1, -1,
-                 "node 0's ddprun at " + master() +
-                     " closed the connection before the job started"};
-      return 0;
+      if (!greeted && !peer.oversize) {
+        return -1; // try again
+      }
+      return fail(1, peer.oversize
+                         ? "sent a line over " + std::to_string(kMaxLineBytes) +
+                               " bytes"
+                         : "closed the connection before the job started");
     }
   }
 }
@@ -573,7 +848,7 @@ void NodeLink::service(Clock::time_point now) {
       if (fd < 0) {
         break;
       }
-      send_line(fd, "abort 1 the job on " + config_.host + " port " +
+      send_line(fd, "refused the job at port " +
                         std::to_string(config_.master_port) +
                         " started without this node (it joined late, or a "
                         "second job uses the port)");
@@ -600,7 +875,12 @@ void NodeLink::service(Clock::time_point now) {
     if (!open) {
       close_peer(peer);
       // A node that failed may leave, unless the job is to restart.
-      if (!peer.done && (!peer.failed || restart_ || waiting_)) {
+      if (peer.oversize) {
+        lost(peer,
+             "sent a line over " + std::to_string(kMaxLineBytes) +
+                 " bytes (not a ddprun of this version)",
+             now);
+      } else if (!peer.done && (!peer.failed || restart_ || waiting_)) {
         lost(peer, "closed its connection (killed, or its host is gone)", now);
       }
     } else if (!peer.done && now - peer.heard > config_.heartbeat_timeout) {
@@ -622,27 +902,21 @@ void NodeLink::service(Clock::time_point now) {
 
 void NodeLink::on_line(Peer& peer, const std::string& line,
                        Clock::time_point now) {
-  std::istringstream in(line);
-  std::string word;
-  in >> word;
-  if (word == "ping") {
-    return;
+  using Type = NodeMessage::Type;
+  const auto m = parse_message(line);
+  if (!m || m->type == Type::kPing) {
+    return; // a later version's message, or a ping
   }
   if (coordinator()) {
-    if (word == "done" && !waiting_) {
+    if (m->type == Type::kDone && !waiting_) {
       peer.done = true;
       finish_if_all_done();
-    } else if (word == "ended") {
+    } else if (m->type == Type::kEnded) {
       peer.ended = true;
-    } else if (word == "fail") {
-      std::string kind;
-      Failure failure;
-      in >> kind >> failure.code >> failure.rank;
-      std::getline(in >> std::ws, failure.text);
+    } else if (m->type == Type::kFail) {
+      Failure failure{*kind_of(m->failure_kind), m->code, m->rank, m->text};
       // Between attempts a worker's failure is the last attempt's, late.
-      const bool stale = waiting_ && restartable(failure);
-      if (const auto k = kind_of(kind); k && !stale) {
-        failure.kind = *k;
+      if (!(waiting_ && restartable(failure))) {
         if (failure.kind != Failure::Kind::kStopped) {
           peer.failed = true;
         }
@@ -652,27 +926,18 @@ void NodeLink::on_line(Peer& peer, const std::string& line,
           root_.report(failure, now);
         }
       }
-    } else if (word == "resumed") {
-      int rank = -1;
-      in >> rank;
-      root_.resumed(rank);
+    } else if (m->type == Type::kResumed) {
+      root_.resumed(m->rank);
     }
-  } else if ((word == "abort" || word == "restart") &&
+  } else if ((m->type == Type::kAbort || m->type == Type::kRestart) &&
              (!verdict_ || restart_)) { // an abort cancels a restart
-    Failure failure;
-    in >> failure.code;
-    std::getline(in >> std::ws, failure.text);
-    verdict_ = failure;
-    restart_ = word == "restart";
-  } else if (word == "finished") {
+    verdict_ = Failure{Failure::Kind::kCause, m->code, -1, m->text};
+    restart_ = m->type == Type::kRestart;
+  } else if (m->type == Type::kFinished) {
     finished_ = true;
     peer.done = true; // its leaving is expected
-  } else if (word == "start" && waiting_) {
-    int port = 0;
-    in >> port;
-    if (port > 0 && port < 65536) {
-      start_port_ = port;
-    }
+  } else if (m->type == Type::kStart && waiting_) {
+    start_port_ = m->port;
   }
 }
 
@@ -701,7 +966,7 @@ void NodeLink::cancel_restart(const Failure& failure) {
   restart_ = false;
   for (auto& peer : peers_) {
     send_line(peer.fd, "abort " + std::to_string(failure.code) + " " +
-                           one_line(failure.text));
+                           message_text(failure.text));
   }
 }
 
@@ -716,7 +981,7 @@ void NodeLink::decide(Clock::time_point now) {
     for (auto& peer : peers_) {
       send_line(peer.fd, (restart_ ? "restart " : "abort ") +
                              std::to_string(verdict_->code) + " " +
-                             one_line(verdict_->text));
+                             message_text(verdict_->text));
     }
   }
 }
@@ -735,7 +1000,7 @@ void NodeLink::report(const Failure& failure, Clock::time_point now) {
       !send_line(peers_.front().fd, "fail " + kind_word(failure.kind) + " " +
                                         std::to_string(failure.code) + " " +
                                         std::to_string(failure.rank) + " " +
-                                        one_line(failure.text)) &&
+                                        message_text(failure.text)) &&
       failure.kind != Failure::Kind::kStopped && !verdict_) {
     verdict_ = failure; // the coordinator is gone: what we saw
   }

@@ -10,8 +10,13 @@
 // picks the one a user needs to read.
 //
 // With several nodes, each node's ddprun holds one TCP connection to node 0's
-// ddprun (the coordinator) on --master-port, carrying text lines:
+// ddprun (the coordinator) on --master-port, carrying text lines
+// (node_message.h parses them; kMaxLineBytes at most):
+//   coordinator -> node   hello <challenge | ->      on accept
 //   node -> coordinator   join <node> <nnodes> <nproc> <host> <max restarts>
+//                              [<nonce> <proof> | - -]
+//   coordinator -> node   welcome [<proof>]           it is one of the nodes
+//   coordinator -> node   refused <text>              it is not: closed
 //   coordinator -> node   start <store port>          every node joined
 //   node -> coordinator   fail <kind> <code> <rank> <text>   a local failure
 //   node -> coordinator   done                        its workers exited 0
@@ -20,6 +25,24 @@
 //   node -> coordinator   ended                       its workers are gone
 //   coordinator -> node   finished                    every node is done
 //   both ways             ping                        every second
+// The job token (--job-token-file, DDP_JOB_TOKEN; job_token.h): with one,
+// `hello` carries 32 random bytes (hex), the node answers with a nonce of
+// its own and HMAC-SHA256(token, context, challenge, nonce, join fields),
+// and the coordinator, once that proof holds, proves the token back in
+// `welcome` (another context, over the node's nonce): each side learns the
+// other holds the token, neither sends it, and a proof cannot be replayed to
+// another connection. A node without a token (five fields) meeting one with,
+// a wrong proof, or a token held by the node alone (`- -` after `hello -`)
+// is refused: one line on each side; the coordinator goes on waiting for
+// the job's nodes. Nothing but `hello`, `welcome`, `refused` goes to a
+// connection before it proved the token: a `fail`, `abort` or the store's
+// port only to the job's nodes, and a node believes none before `welcome`.
+// Limits (point 5): kMaxPendingConnections connections may be in their
+// handshake at once (more are closed at once), each for kHandshakeTimeout;
+// a longer line than kMaxLineBytes closes the connection; what node 0
+// prints about such connections is rate-limited (a flood prints a
+// summary). The coordinator listens on --master-addr only.
+//
 // A side that hears nothing for the heartbeat timeout, or whose connection
 // closes before the job ended, has lost the other: a cause. Rank 0's
 // rendezvous store runs on a port the coordinator chooses and hands out with
@@ -32,6 +55,8 @@
 // store port with `start` (a fresh store: rank 0 of the next attempt starts
 // it empty, so no key of the failed attempt can be read). A node whose
 // workers are done waits for `finished` (every node done) or `restart`.
+
+#include "node_message.h"
 
 #include <chrono>
 #include <functional>
@@ -86,6 +111,8 @@ struct LinkConfig {
   Clock::duration join_timeout = std::chrono::seconds(600);
   Clock::duration heartbeat_timeout = std::chrono::seconds(30);
   int max_restarts = 0; ///< every node must be given the same
+  /// The job token: every node's or none (job_token.h).
+  std::optional<std::string> token;
 };
 
 /// One node's side of the connection between the ddpruns of a job.
@@ -133,15 +160,34 @@ public:
 private:
   struct Peer {
     int fd = -1;
-    int node = -1; ///< -1 until it joined
+    int node = -1;         ///< -1 until it joined
+    std::string challenge; ///< coordinator: sent in `hello` ("" for none)
+    Clock::time_point accepted;
     std::string host;
     std::string address;
     std::string input;
     Clock::time_point heard;
     bool done = false;
-    bool failed = false; ///< it reported a failure: its leaving is expected
-    bool ended = false;  ///< its workers of a restarting attempt are gone
+    bool failed = false;   ///< it reported a failure: its leaving is expected
+    bool ended = false;    ///< its workers of a restarting attempt are gone
+    bool oversize = false; ///< it sent a line over kMaxLineBytes
   };
+
+  /// What node 0 prints about connections that are not the job's nodes: a
+  /// few lines per kNoticeWindow, then one line counting the rest.
+  class Notices {
+  public:
+    void print(const std::string& line, Clock::time_point now);
+    /// Prints the count of the lines held back once their window is over
+    /// (or now, with `final`).
+    void flush(Clock::time_point now, bool final = false);
+
+  private:
+    Clock::time_point window_start_;
+    int printed_ = 0;
+    int held_back_ = 0;
+  };
+  enum class Handshake { kWaiting, kJoined, kDropped, kJobFails };
 
   bool send_line(int fd, const std::string& line);
   /// Reads what `peer` sent; false once its connection closed.
@@ -160,9 +206,28 @@ private:
       Failure& failure);
   /// Waits up to `ms` for input from a peer.
   void wait_input(int ms);
+  /// Coordinator: listens on --master-addr:--master-port.
+  bool listen_on_master(Failure& failure);
+  /// Coordinator: accepts what came (each gets `hello`); past
+  /// kMaxPendingConnections handshakes, closes new connections at once.
+  void accept_connections(Clock::time_point now);
+  /// Coordinator: a connection that has not joined yet, after input.
+  Handshake handshake(Peer& peer, std::vector<bool>& joined,
+                      Clock::time_point now, Failure& failure);
+  /// Coordinator: why a `join` does not prove the job's token ("" if it
+  /// does), as node 0 says it and as the refused node is told.
+  std::string token_refusal(const NodeMessage& join, const Peer& peer,
+                            std::string& told) const;
+  void drop(Peer& peer, const std::string& why, Clock::time_point now);
   int join_as_coordinator(
       const std::function<std::optional<Failure>()>& interrupted,
       Failure& failure);
+  /// Node: the handshake on a new connection, then the wait for `start`:
+  /// the store's port, 0 with `failure`, -1 when node 0 closed the
+  /// connection before `hello` (too many connections: try again).
+  int await_start(Clock::time_point deadline, Clock::time_point start,
+                  const std::function<std::optional<Failure>()>& interrupted,
+                  Failure& failure);
   int join_as_node(const std::function<std::optional<Failure>()>& interrupted,
                    Failure& failure);
   std::string master() const;
@@ -171,11 +236,19 @@ private:
   std::string mismatch(int node, int nnodes, int nproc, int restarts,
                        const std::string& host) const;
   std::string describe_node(const Peer& peer) const;
+  /// Node: connects to the coordinator (-1 until it can, setting `error`).
+  int connect_to_coordinator(std::string& error) const;
+  /// Node: this node's `join` in answer to `hello` (sets the nonce whose
+  /// proof `welcome` must carry); "" and `failure` when it cannot join.
+  std::string join_answer(const NodeMessage& hello, Failure& failure);
 
   LinkConfig config_;
   int listen_fd_ = -1;
   std::vector<Peer> peers_; ///< coordinator: the nodes; node: the coordinator
   RootCause root_;
+  Notices notices_;
+  std::string join_nonce_;  ///< node: the nonce of its `join`
+  std::string join_fields_; ///< node: its `join` without the proof
   std::optional<Failure> verdict_;
   std::optional<Failure> own_failure_; ///< node: reported, verdict awaited
   Clock::time_point own_failure_at_;
