@@ -14,6 +14,10 @@
 //                size), told its default backend
 //   2.0 ..       BatchNormImplBase::pretty_print is defined in its header
 //                (1.13 only declares it and does not export the definition)
+//   1.13         TCPStoreOptions has no masterListenFd: rank 0's store is
+//                bound to MASTER_ADDR through a StoreListenScope
+//                (store_listen.cpp, the only other source that tests the
+//                version); 2.x is given a socket listening there
 //
 // c10d::Work, the store options and the NCCL options (a timeout) are spelled
 // the same in 1.13 and 2.x; c10d::Work is used directly.
@@ -22,13 +26,18 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
+
+#include "store_listen.h"
 
 #if defined(DDP_WITH_NCCL)
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
 #include <chrono>
+#include <stdexcept>
+#include <string>
 
 #define DDP_TORCH_AT_LEAST(major, minor)                                       \
   (TORCH_VERSION_MAJOR > (major) ||                                            \
@@ -41,6 +50,24 @@
 namespace ddp {
 namespace detail {
 namespace compat {
+
+/// Rank 0's TCPStore server, listening on `host` (MASTER_ADDR) only, not
+/// on every interface (store_listen.h).
+inline c10::intrusive_ptr<c10d::TCPStore>
+make_server_store(const std::string& host, c10d::TCPStoreOptions options) {
+#if DDP_TORCH_AT_LEAST(2, 0)
+  std::string error;
+  const int fd = listen_on(host, options.port, error);
+  if (fd < 0) {
+    throw std::runtime_error(error);
+  }
+  options.masterListenFd = fd; // the store owns it from here
+  return c10::make_intrusive<c10d::TCPStore>(host, options);
+#else
+  const StoreListenScope scope(host);
+  return c10::make_intrusive<c10d::TCPStore>(host, options);
+#endif
+}
 
 /// What ProcessGroupGloo / ProcessGroupNCCL derive from.
 #if DDP_TORCH_AT_LEAST(2, 0)

@@ -122,7 +122,9 @@ c10::intrusive_ptr<c10d::Store> make_store(const detail::EnvConfig& env) {
   }
   c10::intrusive_ptr<c10d::Store> store;
   try {
-    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    store = options.isServer
+                ? detail::compat::make_server_store(env.master_addr, options)
+                : c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
   } catch (const std::exception& e) {
     const std::string what = detail::describe(e);
     if (options.isServer) {

@@ -1,0 +1,93 @@
+// Rank 0's store on MASTER_ADDR only: see store_listen.h.
+
+#include "store_listen.h"
+
+#include "c10d_compat.h"
+
+#include <dlfcn.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ddp {
+namespace detail {
+namespace {
+
+thread_local const char* t_listen_host = nullptr;
+
+} // namespace
+
+int listen_on(const std::string& host, int port, std::string& error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  const int gai = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+  if (gai != 0 || found == nullptr) {
+    error = "cannot resolve " + host + ": " + ::gai_strerror(gai);
+    return -1;
+  }
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int yes = 1;
+    if (fd >= 0 &&
+        (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes)) != 0 ||
+         ::bind(fd, a->ai_addr, a->ai_addrlen) != 0 ||
+         ::listen(fd, SOMAXCONN) != 0)) {
+      error = std::string("cannot listen on ") + host + " port " + service +
+              ": " + std::strerror(errno) +
+              (errno == EADDRNOTAVAIL ? " (not an address of this host)" : "");
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  return fd;
+}
+
+StoreListenScope::StoreListenScope(const std::string& host)
+    : previous_(t_listen_host) {
+  t_listen_host = host.c_str();
+}
+
+StoreListenScope::~StoreListenScope() { t_listen_host = previous_; }
+
+const char* store_listen_host() { return t_listen_host; }
+
+} // namespace detail
+} // namespace ddp
+
+#if !DDP_TORCH_AT_LEAST(2, 0)
+// LibTorch 1.13's server socket (c10d/socket.cpp, SocketListenOp) asks for
+// the wildcard addresses of its port, IPv6 (dual-stack "::") first, then
+// IPv4. Inside a StoreListenScope, on its thread, the passive query is
+// answered with the scope's host instead: an IPv4 MASTER_ADDR has no IPv6
+// address (the IPv6 attempt fails, 1.13 falls back to IPv4), an IPv6 one is
+// bound as itself. Everything else goes to the C library unchanged.
+extern "C" int getaddrinfo(const char* node, const char* service,
+                           const struct addrinfo* hints,
+                           struct addrinfo** result) {
+  using Function = int (*)(const char*, const char*, const struct addrinfo*,
+                           struct addrinfo**);
+  static const auto libc_getaddrinfo =
+      reinterpret_cast<Function>(::dlsym(RTLD_NEXT, "getaddrinfo"));
+  if (libc_getaddrinfo == nullptr) {
+    errno = ENOSYS;
+    return EAI_SYSTEM;
+  }
+  const char* host = ddp::detail::store_listen_host();
+  if (node == nullptr && host != nullptr && hints != nullptr &&
+      (hints->ai_flags & AI_PASSIVE) != 0) {
+    struct addrinfo narrowed = *hints;
+    narrowed.ai_flags &= ~AI_PASSIVE;
+    return libc_getaddrinfo(host, service, &narrowed, result);
+  }
+  return libc_getaddrinfo(node, service, hints, result);
+}
+#endif
