@@ -36,7 +36,10 @@ std::optional<int> integer(std::string_view word, long long min,
     negative = true;
     word.remove_prefix(1);
   }
-  if (word.empty() || word.size() > 10) {
+  // Canonical decimal only (no "01", no "-0"): a proof covers the fields as
+  // the receiver prints them back.
+  if (word.empty() || word.size() > 10 || (word[0] == '0' && word.size() > 1) ||
+      (negative && word == "0")) {
     return std::nullopt;
   }
   long long value = 0;
@@ -192,7 +195,7 @@ std::optional<NodeMessage> parse_message(std::string_view line) {
   }
   if (word == "refused") {
     const auto w = split(line, 2);
-    if (w.size() != 2 || !is_text(w[1])) {
+    if (w.size() != 2 || w[1].empty() || !is_text(w[1])) {
       return std::nullopt;
     }
     NodeMessage m;
