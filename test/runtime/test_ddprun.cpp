@@ -7,8 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +22,8 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
+#include <sstream>
 #include <thread>
 
 namespace {
@@ -601,6 +609,455 @@ TEST(Ddprun, UsageErrors) {
   EXPECT_EQ(help.status, 0);
   EXPECT_TRUE(contains(help.output, "usage: ddprun")) << help.output;
   EXPECT_TRUE(contains(help.output, "--nproc-per-node")) << help.output;
+}
+
+// --- Job tokens and limits (issue 26, points 4 and 5) -----------------------
+
+/// A connection to 127.0.0.1:port, retried for `seconds` until someone
+/// listens (-1 if nobody did).
+int connect_local(int port, int seconds = 60) {
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < give_up) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      return fd;
+    }
+    ::close(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return -1;
+}
+
+/// The next line `fd` sends within `ms` ("" if none).
+std::string read_line(int fd, int ms = 10000) {
+  std::string line;
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  char c = 0;
+  while (std::chrono::steady_clock::now() < give_up) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) {
+      continue;
+    }
+    if (::recv(fd, &c, 1, 0) != 1 || c == '\n') {
+      return line;
+    }
+    line += c;
+  }
+  return line;
+}
+
+/// Seconds until the other side closes `fd`, or -1 if it did not within
+/// `limit`.
+double seconds_until_closed(int fd, double limit) {
+  const auto start = std::chrono::steady_clock::now();
+  char buffer[256];
+  for (;;) {
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (waited > limit) {
+      return -1;
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0 && ::recv(fd, buffer, sizeof(buffer), 0) <= 0) {
+      return waited;
+    }
+  }
+}
+
+/// The addresses that sockets listening on `port` are bound to, from
+/// /proc/net/tcp and /proc/net/tcp6 ("0.0.0.0", "::", "127.0.0.1", ...).
+std::set<std::string> listen_addresses(int port) {
+  std::set<std::string> found;
+  for (const bool v6 : {false, true}) {
+    std::ifstream in(v6 ? "/proc/net/tcp6" : "/proc/net/tcp");
+    std::string line;
+    std::getline(in, line); // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      const auto colon = local.find(':');
+      if (state != "0A" || colon == std::string::npos ||
+          std::stoi(local.substr(colon + 1), nullptr, 16) != port) {
+        continue;
+      }
+      // 32-bit words in host (little-endian) order.
+      unsigned char bytes[16] = {};
+      const size_t size = v6 ? 16 : 4;
+      for (size_t i = 0; i < size; ++i) {
+        const size_t word = i / 4, in_word = 3 - i % 4;
+        bytes[i] = static_cast<unsigned char>(
+            std::stoi(local.substr(word * 8 + in_word * 2, 2), nullptr, 16));
+      }
+      char text[INET6_ADDRSTRLEN] = "";
+      ::inet_ntop(v6 ? AF_INET6 : AF_INET, bytes, text, sizeof(text));
+      found.insert(text);
+    }
+  }
+  return found;
+}
+
+std::string write_token_file(const std::filesystem::path& path,
+                             const std::string& token, mode_t mode = 0600) {
+  std::ofstream(path) << token << "\n";
+  ::chmod(path.c_str(), mode);
+  return path.string();
+}
+
+std::filesystem::path test_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("ddprun_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+/// Lines of `output` that ddprun printed.
+int ddprun_lines(const std::string& output) {
+  return count("\n" + output, "\nddprun: ");
+}
+
+const char* const kToken = "job-token-for-the-tests-0123456789";
+
+TEST(Ddprun, JobTokenAdmitsOnlyTheJobsNodes) {
+  // Node 0 has the token; a ddprun without one and one with another token
+  // are refused (one line on each side) while node 0 waits on; a node with
+  // the token (from DDP_JOB_TOKEN) joins and the job runs. No output holds
+  // the token, and no worker gets it.
+  const auto dir = test_dir("token");
+  const std::string good = write_token_file(dir / "good", kToken);
+  const std::string other =
+      write_token_file(dir / "other", "another-token-0123456789");
+  const std::string port = std::to_string(ddp_test::free_port());
+  const std::string workers = "echo worker$RANK token=${DDP_JOB_TOKEN:-none}";
+  Command node0 = ddprun({"--nnodes", "2", "--node-rank", "0", "--master-port",
+                          port, "--job-token-file", good, "--join-timeout",
+                          "60", "/bin/sh", "-c", workers});
+  const std::string node1 = std::string(DDPRUN_PATH) +
+                            " --nnodes 2 --node-rank 1 --master-port " + port;
+  Command others = ddprun({});
+  others.argv = {"/bin/sh", "-c",
+                 node1 + " true; echo no-token rc=$?; " + node1 +
+                     " --job-token-file " + other +
+                     " true; echo other-token rc=$?; DDP_JOB_TOKEN=" + kToken +
+                     " " + node1 + " /bin/sh -c '" + workers +
+                     "'; echo right-token rc=$?"};
+  const auto results = ddp_test::run_commands({node0, others}, 120);
+  const auto& zero = results[0];
+  const auto& one = results[1];
+  ASSERT_FALSE(zero.timed_out) << zero.output;
+  ASSERT_FALSE(one.timed_out) << one.output;
+  EXPECT_EQ(zero.status, 0) << zero.output;
+  EXPECT_EQ(count(zero.output, "ddprun: refused a ddprun from 127.0.0.1 "
+                               "(node 1 on "),
+            2)
+      << zero.output;
+  EXPECT_TRUE(contains(zero.output, "): it has no job token\n")) << zero.output;
+  EXPECT_TRUE(contains(zero.output, "): it holds another job token\n"))
+      << zero.output;
+  EXPECT_EQ(ddprun_lines(zero.output), 2) << zero.output;
+  EXPECT_TRUE(contains(zero.output, "worker0 token=none")) << zero.output;
+  EXPECT_TRUE(contains(one.output, "no-token rc=2")) << one.output;
+  EXPECT_TRUE(contains(one.output, "other-token rc=2")) << one.output;
+  EXPECT_TRUE(contains(one.output, "right-token rc=0")) << one.output;
+  EXPECT_TRUE(contains(one.output, "refused this node: node 0's ddprun on "))
+      << one.output;
+  EXPECT_TRUE(contains(one.output, "needs the job's token")) << one.output;
+  EXPECT_TRUE(contains(one.output, "this node holds another token"))
+      << one.output;
+  EXPECT_TRUE(contains(one.output, "worker1 token=none")) << one.output;
+  EXPECT_EQ(ddprun_lines(one.output), 2) << one.output;
+  EXPECT_FALSE(contains(zero.output + one.output, kToken));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Ddprun, NodeWithATokenRefusesNodeZeroWithout) {
+  const auto dir = test_dir("token_alone");
+  const std::string token = write_token_file(dir / "token", kToken);
+  const std::string port = std::to_string(ddp_test::free_port());
+  const auto results = ddp_test::run_commands(
+      {ddprun({"--nnodes", "2", "--node-rank", "0", "--master-port", port,
+               "--join-timeout", "8", "true"}),
+       ddprun({"--nnodes", "2", "--node-rank", "1", "--master-port", port,
+               "--job-token-file", token, "true"})},
+      120);
+  ASSERT_FALSE(results[0].timed_out);
+  ASSERT_FALSE(results[1].timed_out);
+  EXPECT_EQ(results[1].status, 2) << results[1].output;
+  EXPECT_TRUE(contains(results[1].output,
+                       "has no job token, this node has one: refused"))
+      << results[1].output;
+  EXPECT_TRUE(
+      contains(results[0].output, "it has a job token, node 0 has none"))
+      << results[0].output;
+  // Node 0 waited on for its real node 1.
+  EXPECT_EQ(results[0].status, 1) << results[0].output;
+  EXPECT_TRUE(contains(results[0].output, "node(s) 1 of 2 never joined"))
+      << results[0].output;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Ddprun, NodeRefusesACoordinatorThatCannotProveTheToken) {
+  // The test plays node 0 without the token: node 1 sends its proof (not
+  // the token), finds the answer wrong, and believes no `start`.
+  const int port = ddp_test::free_port();
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int yes = 1;
+  ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+            0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  ddp_test::CommandResult result;
+  std::thread node([&] {
+    result = ddp_test::run_command(
+        ddprun({"--nnodes", "2", "--node-rank", "1", "--master-port",
+                std::to_string(port), "/bin/sh", "-c", "echo worker-started"},
+               {{"DDP_JOB_TOKEN", kToken}}),
+        60);
+  });
+  const int fd = ::accept(listener, nullptr, nullptr);
+  ASSERT_GE(fd, 0);
+  const std::string challenge(64, 'a');
+  const std::string hello = "hello " + challenge + "\n";
+  ASSERT_EQ(::send(fd, hello.data(), hello.size(), 0),
+            static_cast<ssize_t>(hello.size()));
+  const std::string join = read_line(fd);
+  EXPECT_TRUE(std::regex_match(
+      join, std::regex("join 1 2 1 \\S+ 0 [0-9a-f]{64} [0-9a-f]{64}")))
+      << join;
+  EXPECT_FALSE(contains(join, kToken)) << join;
+  const std::string answer = "welcome " + std::string(64, 'b') + "\nstart " +
+                             std::to_string(port) + "\n";
+  ::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
+  node.join();
+  ::close(fd);
+  ::close(listener);
+  ASSERT_FALSE(result.timed_out) << result.output;
+  EXPECT_EQ(result.status, 2) << result.output;
+  EXPECT_TRUE(contains(result.output,
+                       "did not prove it holds the job token (another job's, "
+                       "or not a ddprun): refused it"))
+      << result.output;
+  EXPECT_FALSE(contains(result.output, "worker-started")) << result.output;
+  EXPECT_EQ(ddprun_lines(result.output), 1) << result.output;
+}
+
+TEST(Ddprun, JobTokenErrors) {
+  const auto dir = test_dir("token_errors");
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::pair<std::string, std::string>> env;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--job-token-file", write_token_file(dir / "open", kToken, 0644)},
+       {},
+       "has mode 0644: others than its owner may read or change it"},
+      {{"--job-token-file", write_token_file(dir / "empty", "")},
+       {},
+       "is empty"},
+      {{"--job-token-file", (dir / "missing").string()},
+       {},
+       "cannot read --job-token-file"},
+      {{}, {{"DDP_JOB_TOKEN", "short"}}, "DDP_JOB_TOKEN is shorter than 16"},
+      {{}, {{"DDP_JOB_TOKEN", ""}}, "DDP_JOB_TOKEN is empty"},
+  };
+  for (const auto& c : cases) {
+    auto args = c.args;
+    args.push_back("true");
+    const auto r = ddp_test::run_command(ddprun(args, c.env));
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_TRUE(contains(r.output, c.message)) << c.message << "\n" << r.output;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Ddprun, OversizeLineAndSilentConnectionAreClosedWithOneLineEach) {
+  const int port = ddp_test::free_port();
+  const std::string p = std::to_string(port);
+  auto node = [&](int rank) {
+    return ddprun({"--nnodes", "2", "--node-rank", std::to_string(rank),
+                   "--master-port", p, "--join-timeout", "60", "/bin/sh", "-c",
+                   "echo worker$RANK"});
+  };
+  Command late = node(1);
+  late.argv.insert(late.argv.begin(),
+                   {"/bin/sh", "-c", "sleep 13; exec \"$@\"", "sh"});
+  std::vector<ddp_test::CommandResult> results;
+  std::thread job(
+      [&] { results = ddp_test::run_commands({node(0), late}, 120); });
+  const int oversize = connect_local(port);
+  const int silent = connect_local(port);
+  ASSERT_GE(oversize, 0);
+  ASSERT_GE(silent, 0);
+  EXPECT_EQ(read_line(oversize).substr(0, 6), "hello ");
+  EXPECT_EQ(read_line(silent).substr(0, 6), "hello ");
+  const std::string big(5000, 'x');
+  ::send(oversize, big.data(), big.size(), MSG_NOSIGNAL);
+  const double oversize_closed = seconds_until_closed(oversize, 5);
+  const double silent_closed = seconds_until_closed(silent, 14);
+  job.join();
+  ::close(oversize);
+  ::close(silent);
+  EXPECT_GE(oversize_closed, 0) << "the oversize line's connection stayed";
+  EXPECT_GE(silent_closed, 7) << "closed before the handshake timeout";
+  EXPECT_LT(silent_closed, 0 + 14) << "the silent connection stayed";
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& r : results) {
+    ASSERT_FALSE(r.timed_out) << r.output;
+    EXPECT_EQ(r.status, 0) << r.output;
+  }
+  const std::string& zero = results[0].output;
+  EXPECT_EQ(count(zero, "ddprun: closed the connection from 127.0.0.1: it "
+                        "sent a line over 4096 bytes\n"),
+            1)
+      << zero;
+  EXPECT_EQ(count(zero, "ddprun: closed the connection from 127.0.0.1: it "
+                        "did not join within 10 s\n"),
+            1)
+      << zero;
+  EXPECT_EQ(ddprun_lines(zero), 2) << zero;
+  EXPECT_TRUE(contains(results[1].output, "worker1")) << results[1].output;
+}
+
+TEST(Ddprun, AThousandConnectionsAtOnceLeaveTheJobAlone) {
+  // While two nodes join and run an all-reduce, 1000 connections open at
+  // once at node 0's port: half send a line that is no `join` at once, all
+  // close after 4 s. Node 0 keeps its file descriptors (ulimit -n is often
+  // 1024), the job succeeds, and node 0 prints a few lines, not a thousand.
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_cur < 1100 && limit.rlim_max >= 1100) {
+    limit.rlim_cur = 1100;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+  ASSERT_GE(limit.rlim_cur, 1100u) << "the test needs 1100 descriptors";
+  const int port = ddp_test::free_port();
+  const std::string p = std::to_string(port);
+  auto node = [&](int rank) {
+    auto command = ddprun({"--nnodes", "2", "--node-rank", std::to_string(rank),
+                           "--nproc-per-node", "2", "--master-port", p, "--tee",
+                           DDP_INIT_PROBE_PATH, "sum"},
+                          {{"DDP_TIMEOUT_SECONDS", "120"}});
+    return command;
+  };
+  Command late = node(1);
+  late.argv.insert(late.argv.begin(),
+                   {"/bin/sh", "-c", "sleep 2; exec \"$@\"", "sh"});
+  // Node 0's own descriptor limit stays the usual one.
+  Command zero = node(0);
+  zero.argv.insert(zero.argv.begin(),
+                   {"/bin/sh", "-c", "ulimit -n 1024; exec \"$@\"", "sh"});
+  std::vector<ddp_test::CommandResult> results;
+  std::thread job([&] { results = ddp_test::run_commands({zero, late}, 240); });
+  const int first = connect_local(port);
+  ASSERT_GE(first, 0);
+  std::vector<int> flood{first};
+  for (int i = 1; i < 1000; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    flood.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (size_t i = 0; i < flood.size(); i += 2) {
+    ::send(flood[i], "GET / HTTP/1.0\n", 15, MSG_NOSIGNAL);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  for (int fd : flood) {
+    ::close(fd);
+  }
+  job.join();
+  ASSERT_EQ(results.size(), 2u);
+  for (int n = 0; n < 2; ++n) {
+    const auto& r = results[static_cast<size_t>(n)];
+    ASSERT_FALSE(r.timed_out) << r.output;
+    EXPECT_EQ(r.status, 0) << r.output;
+    for (int local = 0; local < 2; ++local) {
+      const int rank = n * 2 + local;
+      EXPECT_TRUE(contains(r.output, "[rank" + std::to_string(rank) +
+                                         "]: rank " + std::to_string(rank) +
+                                         " sum=10"))
+          << r.output;
+    }
+  }
+  const std::string& out = results[0].output;
+  // Five lines per 10 s and one that counts the rest, a window or two.
+  EXPECT_LE(ddprun_lines(out), 12) << out;
+  EXPECT_TRUE(contains(out, "connections are joining already")) << out;
+  EXPECT_TRUE(contains(out, "more connection(s) that were not the job's "
+                            "nodes were closed"))
+      << out;
+}
+
+TEST(Ddprun, StoreAndCoordinatorListenOnTheMasterAddressOnly) {
+  // Two nodes on loopback: node 0's ddprun (--master-port) and rank 0's
+  // rendezvous store (the workers' MASTER_PORT) listen on 127.0.0.1, not
+  // on every interface (0.0.0.0 or ::), with this build's LibTorch.
+  const auto dir = test_dir("listen");
+  const int port = ddp_test::free_port();
+  std::vector<Command> nodes;
+  for (int n = 0; n < 2; ++n) {
+    nodes.push_back(ddprun({"--nnodes", "2", "--node-rank", std::to_string(n),
+                            "--master-addr", "127.0.0.1", "--master-port",
+                            std::to_string(port), DDP_INIT_PROBE_PATH,
+                            "ready-sleep", dir.string()},
+                           {{"DDP_TIMEOUT_SECONDS", "60"}}));
+  }
+  std::vector<ddp_test::CommandResult> results;
+  std::thread job([&] { results = ddp_test::run_commands(nodes, 180); });
+  std::vector<pid_t> workers;
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (workers.size() < 2 && std::chrono::steady_clock::now() < give_up) {
+    workers.clear();
+    for (int rank = 0; rank < 2; ++rank) {
+      std::ifstream in(dir / ("ready" + std::to_string(rank)));
+      pid_t pid = 0;
+      if (in >> pid) {
+        workers.push_back(pid);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  int store_port = 0;
+  if (!workers.empty()) {
+    std::ifstream in("/proc/" + std::to_string(workers[0]) + "/environ");
+    std::string var;
+    while (std::getline(in, var, '\0')) {
+      if (var.rfind("MASTER_PORT=", 0) == 0) {
+        store_port = std::stoi(var.substr(12));
+      }
+    }
+  }
+  const auto coordinator = listen_addresses(port);
+  const auto store = listen_addresses(store_port);
+  for (pid_t pid : workers) {
+    ::kill(pid, SIGKILL);
+  }
+  job.join();
+  ASSERT_EQ(workers.size(), 2u) << "workers did not start";
+  ASSERT_GT(store_port, 0);
+  EXPECT_NE(store_port, port);
+  EXPECT_EQ(coordinator, std::set<std::string>{"127.0.0.1"});
+  EXPECT_EQ(store, std::set<std::string>{"127.0.0.1"});
+  for (const auto& r : results) {
+    EXPECT_FALSE(r.timed_out) << r.output;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 } // namespace
