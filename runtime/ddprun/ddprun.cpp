@@ -1,9 +1,11 @@
 // ddprun: starts N worker processes per node with the environment torchrun
 // gives its workers, so a program migrated by ddpify (or any torchrun
-// program) forms one data-parallel job. Plain C++17 + POSIX: no LibTorch.
+// program) forms one data-parallel job. Plain C++17, POSIX and OpenSSL's
+// libcrypto (the job token): no LibTorch.
 //
 //   ddprun --nproc-per-node N [--nnodes M --node-rank R --master-addr A
-//          --master-port P] [--max-restarts K] [--tee] [--] PROGRAM ARGS...
+//          --master-port P] [--job-token-file F] [--max-restarts K] [--tee]
+//          [--] PROGRAM ARGS...
 //
 // When a worker fails, the others get SIGTERM (SIGKILL after a grace period)
 // and ddprun prints one line naming the root cause and exits with its code

@@ -436,11 +436,11 @@ void NodeLink::accept_connections(Clock::time_point now) {
     if (config_.token) {
       peer.challenge = random_nonce();
     }
-    send_line(fd, "hello " + (config_.token ? peer.challenge : "-"));
     if (config_.token && peer.challenge.empty()) {
       ::close(fd); // no randomness: no challenge
       continue;
     }
+    send_line(fd, "hello " + (config_.token ? peer.challenge : "-"));
     peers_.push_back(std::move(peer));
     ++pending;
   }
