@@ -72,6 +72,13 @@ Cases (each a ctest test, label `multihost`):
                host1 ..." line), every rank runs attempt 1 (its
                TORCHELASTIC_RESTART_COUNT) to the end, both ddpruns exit 0,
                and no process or /dev/shm segment is left.
+  token-2x1    2 hosts x 1 rank under a job token (DDP_JOB_TOKEN): a
+               ddprun on host2 without the token, then one with another,
+               try to join as node 1 and are refused (exit 2, one line on
+               each side naming host2's address), then host1's ddprun with
+               the token joins and the job trains to exit 0 on both hosts;
+               node 0's ddprun and rank 0's store listen on host0's address
+               only (not on its loopback: /proc/net/tcp on host0).
 Exit status 0 when every check passed, 1 otherwise. Needs root.
 """
 import argparse
@@ -624,6 +631,88 @@ def check_restart_case(checks, args):
         checks.record("no-shm-segment-left", not any(shm.values()), f"{shm}")
 
 
+# --- job token ---------------------------------------------------------------
+
+TOKEN = "multihost-job-token-0123456789abcdef"
+
+
+def listening_ports(h, host, address):
+    """The ports host `host` listens on at `address` ("0.0.0.0": every
+    interface, IPv4 or IPv6)."""
+    out = h.run(host, ["cat", "/proc/net/tcp", "/proc/net/tcp6"],
+                timeout=10).stdout
+    if address == "0.0.0.0":
+        want = ("00000000", "0" * 32)
+    else:
+        want = ("".join(f"{int(b):02X}"
+                        for b in reversed(address.split("."))),)
+    ports = set()
+    for line in out.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) > 3 and fields[3] == "0A" and ":" in fields[1]:
+            local, port = fields[1].split(":")
+            if local in want:
+                ports.add(int(port, 16))
+    return ports
+
+
+def check_token_case(checks, args):
+    """token-2x1: see the module's docstring."""
+    with hosts.Hosts(3) as h:
+        start = time.monotonic()
+        env = clean_env()
+        env["DDP_TIMEOUT_SECONDS"] = "30"
+
+        def argv(node):
+            return [args.ddprun, "--nproc-per-node", "1", "--nnodes", "2",
+                    "--node-rank", str(node), "--master-addr", h.addr(0),
+                    "--master-port", str(PORT), "--tee=3", "--", args.probe,
+                    "steps", "400"]
+
+        with_token = dict(env, DDP_JOB_TOKEN=TOKEN)
+        node0 = Node(h, 0, argv(0), with_token)
+        intruders = [h.run(2, argv(1), env=env, timeout=60),
+                     h.run(2, argv(1), timeout=60,
+                           env=dict(env, DDP_JOB_TOKEN="another-" + TOKEN))]
+        for name, r in zip(("no-token", "other-token"), intruders):
+            out = r.stdout + r.stderr
+            checks.record(f"{name}-refused-exit-2", r.returncode == 2,
+                          f"exit {r.returncode}\n{out[-2000:]}")
+            lines = [l for l in out.splitlines() if l.startswith("ddprun:")]
+            checks.record(f"{name}-one-line",
+                          len(lines) == 1 and "refused this node" in lines[0],
+                          f"{lines}")
+        node1 = Node(h, 1, argv(1), with_token)
+        trained = wait_training([node0, node1])
+        checks.record("job-trains", trained, node0.output()[-2000:])
+        on_loopback = listening_ports(h, 0, "127.0.0.1")
+        on_any = listening_ports(h, 0, "0.0.0.0")
+        on_host0 = listening_ports(h, 0, h.addr(0))
+        deadline = start + RUN_TIMEOUT_S
+        codes = [n.wait(deadline) for n in (node0, node1)]
+        for k, (n, code) in enumerate(zip((node0, node1), codes)):
+            checks.record(f"node{k}-exit-0", code == 0,
+                          f"exit {code}\n{n.output()[-3000:]}")
+        refused = [l for l in node0.lines if l.startswith("ddprun: refused")]
+        print("      " + "\n      ".join(refused), flush=True)
+        checks.record(
+            "node0-two-refusal-lines",
+            len(refused) == 2 and all(f"from {h.addr(2)} " in l
+                                      for l in refused),
+            f"{refused}")
+        checks.record("coordinator-on-host0-address-only",
+                      PORT in on_host0 and PORT not in on_loopback | on_any,
+                      f"{on_host0} / loopback {on_loopback} / any {on_any}")
+        # Rank 0's store (and Gloo's ports) on host0's address; nothing of
+        # the job on every interface.
+        checks.record("store-on-host0-address-only",
+                      len(on_host0 - {PORT}) >= 1 and not on_any,
+                      f"{on_host0} / loopback {on_loopback} / any {on_any}")
+        checks.record("token-in-no-output",
+                      TOKEN not in node0.output() + node1.output())
+        print(f"      job ran {time.monotonic() - start:.1f} s", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("case")
@@ -688,6 +777,8 @@ def main():
         check_fault_case(checks, args, args.case)
     elif args.case == "restart-worker-fail":
         check_restart_case(checks, args)
+    elif args.case == "token-2x1":
+        check_token_case(checks, args)
     else:
         parser.error(f"unknown case {args.case}")
     print(f"{args.case}: {time.monotonic() - start:.1f} s, "
