@@ -51,20 +51,25 @@ namespace ddp {
 namespace detail {
 namespace compat {
 
-/// Rank 0's TCPStore server, listening on `host` (MASTER_ADDR) only, not
-/// on every interface (store_listen.h).
+/// Rank 0's TCPStore server for clients of `host`, listening on
+/// `listen_host` only (store_listen.h), or on every interface when it is
+/// empty.
 inline c10::intrusive_ptr<c10d::TCPStore>
-make_server_store(const std::string& host, c10d::TCPStoreOptions options) {
+make_server_store(const std::string& host, const std::string& listen_host,
+                  c10d::TCPStoreOptions options) {
+  if (listen_host.empty()) {
+    return c10::make_intrusive<c10d::TCPStore>(host, options);
+  }
 #if DDP_TORCH_AT_LEAST(2, 0)
   std::string error;
-  const int fd = listen_on(host, options.port, error);
+  const int fd = listen_on(listen_host, options.port, error);
   if (fd < 0) {
     throw std::runtime_error(error);
   }
   options.masterListenFd = fd; // the store owns it from here
   return c10::make_intrusive<c10d::TCPStore>(host, options);
 #else
-  const StoreListenScope scope(host);
+  const StoreListenScope scope(listen_host);
   return c10::make_intrusive<c10d::TCPStore>(host, options);
 #endif
 }

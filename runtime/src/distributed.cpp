@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <iostream>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -107,6 +108,22 @@ std::string choose_backend(const detail::EnvConfig& env) {
   return (nccl_compiled() && cuda) ? "nccl" : "gloo";
 }
 
+/// Where rank 0's store listens: MASTER_ADDR, so other interfaces stay
+/// closed; every interface ("") when, in a job of several hosts, MASTER_ADDR
+/// names this host by a loopback address (Debian's /etc/hosts maps the
+/// host name to 127.0.1.1) and the other hosts reach it by another one.
+std::string store_listen_address(const detail::EnvConfig& env) {
+  if (env.world_size > env.local_world_size &&
+      detail::name_on_loopback(env.master_addr)) {
+    std::cerr << "ddp: MASTER_ADDR=" << env.master_addr
+              << " is a loopback address on this host (/etc/hosts?): rank 0's "
+                 "store listens on every interface, as other hosts reach it "
+                 "by another address\n";
+    return "";
+  }
+  return env.master_addr;
+}
+
 c10::intrusive_ptr<c10d::Store> make_store(const detail::EnvConfig& env) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(env.master_port);
@@ -123,7 +140,8 @@ c10::intrusive_ptr<c10d::Store> make_store(const detail::EnvConfig& env) {
   c10::intrusive_ptr<c10d::Store> store;
   try {
     store = options.isServer
-                ? detail::compat::make_server_store(env.master_addr, options)
+                ? detail::compat::make_server_store(
+                      env.master_addr, store_listen_address(env), options)
                 : c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
   } catch (const std::exception& e) {
     const std::string what = detail::describe(e);

@@ -12,6 +12,11 @@ namespace detail {
 /// be bound.
 int listen_on(const std::string& host, int port, std::string& error);
 
+/// Whether `host` is a name (not an address, not "localhost") whose every
+/// address on this host is a loopback one: a host name that /etc/hosts maps
+/// to 127.0.1.1, as Debian does, while other hosts reach it by another.
+bool name_on_loopback(const std::string& host);
+
 /// While one lives, LibTorch 1.13's TCPStore server, constructed on this
 /// thread, listens on `host` instead of on every interface. 1.13 has no
 /// masterListenFd: its server asks getaddrinfo(nullptr, port, AI_PASSIVE)

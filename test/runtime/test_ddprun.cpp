@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -1058,6 +1059,52 @@ TEST(Ddprun, StoreAndCoordinatorListenOnTheMasterAddressOnly) {
     EXPECT_FALSE(r.timed_out) << r.output;
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(Ddprun, HostNameOnLoopbackListensOnEveryInterfaceWithOneLine) {
+  // Debian's /etc/hosts maps the host name to 127.0.1.1: listening there
+  // would leave other hosts out, so node 0's ddprun and rank 0's store
+  // listen on every interface and say so, once each.
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  const std::string host = name;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* found = nullptr;
+  if (host.empty() ||
+      ::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) {
+    GTEST_SKIP() << "the host name does not resolve";
+  }
+  const bool loopback =
+      (ntohl(reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr.s_addr) >>
+       24) == 127;
+  ::freeaddrinfo(found);
+  if (!loopback) {
+    GTEST_SKIP() << host << " is not a loopback address here";
+  }
+  const std::string port = std::to_string(ddp_test::free_port());
+  std::vector<Command> nodes;
+  for (int node = 0; node < 2; ++node) {
+    nodes.push_back(ddprun({"--nnodes", "2", "--node-rank",
+                            std::to_string(node), "--master-addr", host,
+                            "--master-port", port, DDP_INIT_PROBE_PATH, "sum"},
+                           {{"DDP_TIMEOUT_SECONDS", "120"}}));
+  }
+  const auto results = ddp_test::run_commands(nodes, 240);
+  for (const auto& r : results) {
+    ASSERT_FALSE(r.timed_out) << r.output;
+    EXPECT_EQ(r.status, 0) << r.output;
+  }
+  const std::string& zero = results[0].output;
+  EXPECT_EQ(count(zero, "ddprun: --master-addr " + host +
+                            " is a loopback address on "),
+            1)
+      << zero;
+  EXPECT_EQ(count(zero, "ddp: MASTER_ADDR=" + host +
+                            " is a loopback address on this host"),
+            1)
+      << zero;
+  EXPECT_TRUE(contains(zero, "rank 0 sum=3")) << zero;
 }
 
 } // namespace
