@@ -24,30 +24,6 @@ llvm::Error failure(const llvm::Twine &Message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Message.str());
 }
 
-std::string absoluteIn(llvm::StringRef Dir, llvm::StringRef Path) {
-  llvm::SmallString<256> Result(Path);
-  llvm::sys::fs::make_absolute(Dir, Result);
-  llvm::sys::path::remove_dots(Result, /*remove_dot_dot=*/true);
-  // Changed files are real paths; a symlinked source folder must match them.
-  llvm::SmallString<256> Real;
-  if (!llvm::sys::fs::real_path(Result, Real))
-    return Real.str().str();
-  return Result.str().str();
-}
-
-llvm::Expected<llvm::json::Value> readJson(llvm::StringRef Path) {
-  llvm::Expected<std::string> Text = readFile(Path);
-  if (!Text)
-    return Text.takeError();
-  llvm::Expected<llvm::json::Value> Value = llvm::json::parse(*Text);
-  if (!Value)
-    return failure(llvm::sys::path::filename(Path) + ": " +
-                   llvm::toString(Value.takeError()));
-  if (!Value->getAsObject())
-    return failure(llvm::sys::path::filename(Path) + ": not a JSON object");
-  return Value;
-}
-
 /// The value of KEY:TYPE=VALUE in a CMakeCache.txt.
 std::string cacheEntry(llvm::StringRef Cache, llvm::StringRef Key) {
   llvm::SmallVector<llvm::StringRef, 0> Lines;
@@ -185,96 +161,6 @@ llvm::Expected<std::string> latestIndex(llvm::StringRef ReplyDir) {
   return Latest;
 }
 
-/// The jsonFile of the response of Kind (major version Major) to ddpify's
-/// query.
-llvm::Expected<std::string> responseFile(const llvm::json::Object &Index,
-                                         llvm::StringRef Kind, int64_t Major) {
-  const llvm::json::Object *Reply = Index.getObject("reply");
-  const llvm::json::Object *Client =
-      Reply ? Reply->getObject("client-ddpify") : nullptr;
-  const llvm::json::Object *Query =
-      Client ? Client->getObject("query.json") : nullptr;
-  if (!Query)
-    return failure("the File API reply does not answer ddpify's query");
-  if (std::optional<llvm::StringRef> Error = Query->getString("error"))
-    return failure("CMake rejected ddpify's query: " + *Error);
-  if (const llvm::json::Array *Responses = Query->getArray("responses"))
-    for (const llvm::json::Value &Response : *Responses) {
-      const llvm::json::Object *R = Response.getAsObject();
-      if (!R || R->getString("kind") != Kind)
-        continue;
-      if (std::optional<llvm::StringRef> Error = R->getString("error"))
-        return failure("CMake has no " + Kind + " reply: " + *Error);
-      const llvm::json::Object *Version = R->getObject("version");
-      std::optional<llvm::StringRef> File = R->getString("jsonFile");
-      if (Version && Version->getInteger("major") == Major && File)
-        return File->str();
-    }
-  return failure("CMake has no " + Kind + " v" + llvm::Twine(Major) + " reply");
-}
-
-/// Frames from the target's definition node up to its outermost call.
-std::vector<CMakeFrame> backtrace(const llvm::json::Object &Target,
-                                  llvm::StringRef SourceDir) {
-  std::vector<CMakeFrame> Frames;
-  const llvm::json::Object *Graph = Target.getObject("backtraceGraph");
-  std::optional<int64_t> Node = Target.getInteger("backtrace");
-  if (!Graph || !Node)
-    return Frames;
-  const llvm::json::Array *Nodes = Graph->getArray("nodes");
-  const llvm::json::Array *Commands = Graph->getArray("commands");
-  const llvm::json::Array *Files = Graph->getArray("files");
-  if (!Nodes || !Commands || !Files)
-    return Frames;
-  // Parents come first in the array; the bound guards a malformed cycle.
-  for (size_t Steps = 0;
-       Node && *Node >= 0 && static_cast<size_t>(*Node) < Nodes->size() &&
-       Steps <= Nodes->size();
-       ++Steps) {
-    const llvm::json::Object *N = (*Nodes)[*Node].getAsObject();
-    if (!N)
-      break;
-    CMakeFrame Frame;
-    std::optional<int64_t> File = N->getInteger("file");
-    if (File && *File >= 0 && static_cast<size_t>(*File) < Files->size())
-      if (std::optional<llvm::StringRef> Path = (*Files)[*File].getAsString())
-        Frame.File = absoluteIn(SourceDir, *Path);
-    Frame.Line = N->getInteger("line").value_or(0);
-    std::optional<int64_t> Command = N->getInteger("command");
-    if (Command && *Command >= 0 &&
-        static_cast<size_t>(*Command) < Commands->size())
-      if (std::optional<llvm::StringRef> Name =
-              (*Commands)[*Command].getAsString())
-        Frame.Command = Name->lower();
-    Frames.push_back(std::move(Frame));
-    Node = N->getInteger("parent");
-  }
-  return Frames;
-}
-
-llvm::Expected<CMakeTarget> readTarget(llvm::StringRef ReplyDir,
-                                       llvm::StringRef JsonFile,
-                                       llvm::StringRef SourceDir) {
-  llvm::SmallString<256> Path(ReplyDir);
-  llvm::sys::path::append(Path, JsonFile);
-  llvm::Expected<llvm::json::Value> Value = readJson(Path);
-  if (!Value)
-    return Value.takeError();
-  const llvm::json::Object &Object = *Value->getAsObject();
-  CMakeTarget Target;
-  Target.Name = Object.getString("name").value_or("").str();
-  Target.Type = Object.getString("type").value_or("").str();
-  if (Target.Name.empty() || Target.Type.empty())
-    return failure(JsonFile + ": a target without a name or type");
-  if (const llvm::json::Array *Sources = Object.getArray("sources"))
-    for (const llvm::json::Value &Source : *Sources)
-      if (const llvm::json::Object *S = Source.getAsObject())
-        if (std::optional<llvm::StringRef> SourcePath = S->getString("path"))
-          Target.Sources.push_back(absoluteIn(SourceDir, *SourcePath));
-  Target.Definition = backtrace(Object, SourceDir);
-  return Target;
-}
-
 } // namespace
 
 bool isCMakeBuildFolder(llvm::StringRef BuildDir) {
@@ -292,94 +178,13 @@ llvm::Expected<CMakeCodeModel> readCMakeCodeModel(llvm::StringRef BuildDir) {
   llvm::Expected<std::string> IndexPath = latestIndex(ReplyDir);
   if (!IndexPath)
     return IndexPath.takeError();
-  llvm::Expected<llvm::json::Value> Index = readJson(*IndexPath);
-  if (!Index)
-    return Index.takeError();
-  llvm::Expected<std::string> CodeModelFile =
-      responseFile(*Index->getAsObject(), "codemodel", 2);
-  if (!CodeModelFile)
-    return CodeModelFile.takeError();
-  llvm::SmallString<256> CodeModelPath(ReplyDir);
-  llvm::sys::path::append(CodeModelPath, *CodeModelFile);
-  llvm::Expected<llvm::json::Value> CodeModelValue = readJson(CodeModelPath);
-  if (!CodeModelValue)
-    return CodeModelValue.takeError();
-  const llvm::json::Object &Root = *CodeModelValue->getAsObject();
-
-  CMakeCodeModel Model;
-  const llvm::json::Object *Paths = Root.getObject("paths");
-  if (Paths) {
-    Model.SourceDir = absoluteIn("/", Paths->getString("source").value_or(""));
-    Model.BuildDir = absoluteIn("/", Paths->getString("build").value_or(""));
-  }
-  // Every configuration of a multi-config generator has the same targets
-  // and sources (per-config sources are generator expressions): the first.
-  const llvm::json::Array *Configurations = Root.getArray("configurations");
-  const llvm::json::Object *Configuration =
-      Configurations && !Configurations->empty()
-          ? Configurations->front().getAsObject()
-          : nullptr;
-  if (!Paths || Model.SourceDir == "/" || !Configuration)
-    return failure(*CodeModelFile + ": no source folder or configuration");
-
-  if (const llvm::json::Array *Directories =
-          Configuration->getArray("directories"))
-    for (const llvm::json::Value &Directory : *Directories) {
-      const llvm::json::Object *D = Directory.getAsObject();
-      CMakeDirectory Dir;
-      if (D) {
-        Dir.Source =
-            absoluteIn(Model.SourceDir, D->getString("source").value_or("."));
-        if (std::optional<int64_t> Parent = D->getInteger("parentIndex"))
-          Dir.Parent = *Parent;
-      }
-      Model.Directories.push_back(std::move(Dir));
-    }
-  if (const llvm::json::Array *Targets = Configuration->getArray("targets"))
-    for (const llvm::json::Value &Entry : *Targets) {
-      const llvm::json::Object *T = Entry.getAsObject();
-      std::optional<llvm::StringRef> JsonFile =
-          T ? T->getString("jsonFile") : std::nullopt;
-      if (!JsonFile)
-        return failure(*CodeModelFile + ": a target without its jsonFile");
-      llvm::Expected<CMakeTarget> Target =
-          readTarget(ReplyDir, *JsonFile, Model.SourceDir);
-      if (!Target)
-        return Target.takeError();
-      std::optional<int64_t> Directory = T->getInteger("directoryIndex");
-      if (Directory && *Directory >= 0 &&
-          static_cast<size_t>(*Directory) < Model.Directories.size())
-        Target->Directory = *Directory;
-      Model.Targets.push_back(std::move(*Target));
-    }
-
-  // The include()d files: without them only the directories' CMakeLists.txt
-  // would be searched for find_package(Torch).
-  llvm::Expected<std::string> FilesFile =
-      responseFile(*Index->getAsObject(), "cmakeFiles", 1);
-  if (!FilesFile) {
-    llvm::consumeError(FilesFile.takeError());
-    return Model;
-  }
-  llvm::SmallString<256> FilesPath(ReplyDir);
-  llvm::sys::path::append(FilesPath, *FilesFile);
-  llvm::Expected<llvm::json::Value> FilesValue = readJson(FilesPath);
-  if (!FilesValue) {
-    llvm::consumeError(FilesValue.takeError());
-    return Model;
-  }
-  if (const llvm::json::Array *Inputs =
-          FilesValue->getAsObject()->getArray("inputs"))
-    for (const llvm::json::Value &Input : *Inputs) {
-      const llvm::json::Object *I = Input.getAsObject();
-      if (!I || I->getBoolean("isExternal").value_or(false) ||
-          I->getBoolean("isGenerated").value_or(false) ||
-          I->getBoolean("isCMake").value_or(false))
-        continue;
-      if (std::optional<llvm::StringRef> Path = I->getString("path"))
-        Model.ListFiles.push_back(absoluteIn(Model.SourceDir, *Path));
-    }
-  return Model;
+  llvm::StringRef IndexName = llvm::sys::path::filename(*IndexPath);
+  return parseCMakeReply(
+      IndexName, [&](llvm::StringRef Name) -> llvm::Expected<std::string> {
+        llvm::SmallString<256> Path(ReplyDir);
+        llvm::sys::path::append(Path, Name);
+        return readFile(Path);
+      });
 }
 
 } // namespace ddpify

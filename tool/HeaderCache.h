@@ -104,6 +104,17 @@ precompilablePrefix(llvm::StringRef File, llvm::StringRef Code,
 std::vector<std::string>
 headerArguments(const clang::tooling::CompileCommand &Command);
 
+/// The arguments that shape a precompiled header (headerArguments), so
+/// normalised that the units of a project whose commands differ only where
+/// the header cannot see it share one: warning options dropped, a -D repeated
+/// with the same value dropped, and, unless \p KeepFolders, the project's own
+/// include folders (under \p Root) that hold no header of \p Prefix moved to
+/// \p Dropped.
+std::vector<std::string>
+keyArguments(const clang::tooling::CompileCommand &Command,
+             llvm::StringRef Root, llvm::ArrayRef<std::string> Prefix,
+             bool KeepFolders, std::vector<std::string> &Dropped);
+
 } // namespace ddpify
 
 #endif // DDPIFY_HEADERCACHE_H

@@ -1,6 +1,7 @@
 //===- Pipeline.cpp - compilation database -> Findings -> edits -----------===//
 
 #include "Pipeline.h"
+#include "CompileCommands.h"
 #include "CompilerIncludes.h"
 #include "HeaderCache.h"
 #include "Report.h"
@@ -230,138 +231,6 @@ loadCompilationDatabase(const ToolOptions &Options, llvm::StringRef FirstSource,
   // Headers and new files get the command of their closest sibling.
   return inferMissingCompileCommands(
       expandResponseFiles(std::move(Database), llvm::vfs::getRealFileSystem()));
-}
-
-/// LibTorch 1.13's headers do not parse with Clang at C++20 and later.
-bool usesCxx20OrLater(const std::vector<std::string> &Arguments) {
-  bool Later = false;
-  for (llvm::StringRef Arg : Arguments) {
-    if (!Arg.consume_front("-std=") && !Arg.consume_front("--std="))
-      continue;
-    Arg.consume_front("gnu++") || Arg.consume_front("c++");
-    Later = Arg == "20" || Arg == "2a" || Arg == "23" || Arg == "2b" ||
-            Arg == "26" || Arg == "2c";
-  }
-  return Later;
-}
-
-/// CommandLine's arguments (its compiler left out) as Clang's driver reads
-/// them, in clang-cl's mode where the compiler is clang-cl. The arguments
-/// point into CommandLine.
-llvm::opt::InputArgList
-driverArguments(const std::vector<std::string> &CommandLine) {
-  namespace options = driver::options;
-  std::vector<const char *> Argv;
-  for (size_t I = 1; I < CommandLine.size(); ++I)
-    Argv.push_back(CommandLine[I].c_str());
-  bool ClMode = !CommandLine.empty() &&
-                driver::IsClangCL(driver::getDriverMode(CommandLine[0], Argv));
-  unsigned MissingIndex = 0, MissingCount = 0;
-  return driver::getDriverOptTable().ParseArgs(
-      Argv, MissingIndex, MissingCount,
-      llvm::opt::Visibility(ClMode ? options::CLOption : options::ClangOption));
-}
-
-/// Makes a compile command parse as leniently as the project's compiler
-/// builds it: ddpify is not the compiler. Warning options go (-Werror and
-/// friends can only make a parse stricter; -Wno-... stay, they only relax)
-/// and -w silences the rest; narrowing inside braces, an error in Clang but
-/// a warning in GCC, is not an error. Options Clang's driver does not know
-/// or refuses (GCC's -fconcepts, -fno-gnu-unique, ...) go too, as clangd
-/// drops them; they are added to Dropped.
-std::vector<std::string>
-parseAsTheCompilerDoes(const std::vector<std::string> &CommandLine,
-                       std::set<std::string> &Dropped) {
-  if (CommandLine.empty())
-    return CommandLine;
-  namespace options = driver::options;
-  llvm::opt::InputArgList Args = driverArguments(CommandLine);
-  std::vector<bool> Drop(CommandLine.size(), false);
-  for (const llvm::opt::Arg *A : Args) {
-    const llvm::opt::Option &Option = A->getOption();
-    size_t Index = A->getIndex() + 1;
-    if (Index >= CommandLine.size())
-      continue;
-    llvm::StringRef Spelled = CommandLine[Index];
-    // Each of these is one argument: unknown ones, -W..., -pedantic.
-    if (Option.getKind() == llvm::opt::Option::UnknownClass ||
-        Option.hasFlag(options::Unsupported)) {
-      if (Spelled.starts_with("-") && Spelled.size() > 1) {
-        Drop[Index] = true;
-        Dropped.insert(Spelled.str());
-      }
-      continue;
-    }
-    if ((Option.matches(options::OPT_W_Group) &&
-         !Spelled.starts_with("-Wno-")) ||
-        Option.matches(options::OPT_pedantic_Group))
-      Drop[Index] = Spelled.starts_with("-") || Spelled.starts_with("/");
-  }
-  std::vector<std::string> Kept;
-  for (size_t I = 0; I < CommandLine.size(); ++I)
-    if (!Drop[I])
-      Kept.push_back(CommandLine[I]);
-  return getInsertArgumentAdjuster({"-w", "-Wno-c++11-narrowing"},
-                                   ArgumentInsertPosition::END)(Kept, "");
-}
-
-/// The commands of a unit at C++20 (GNU dialect if it was), when they name a
-/// C++ standard before C++20 or none (Clang's default is gnu++17); From and
-/// To say which. Empty when there is no earlier standard to retry from.
-std::vector<CompileCommand> atCxx20(std::vector<CompileCommand> Commands,
-                                    std::string &From, std::string &To) {
-  for (CompileCommand &Command : Commands) {
-    std::vector<std::string> &Line = Command.CommandLine;
-    if (Line.empty())
-      return {};
-    std::vector<const char *> Argv;
-    for (size_t I = 1; I < Line.size(); ++I)
-      Argv.push_back(Line[I].c_str());
-    if (driver::IsClangCL(driver::getDriverMode(Line[0], Argv)))
-      return {};
-    size_t Last = Line.size();
-    for (size_t I = 1; I < Line.size(); ++I) {
-      llvm::StringRef Arg = Line[I];
-      if (Arg == "--")
-        break;
-      if (Arg.starts_with("-std=") || Arg.starts_with("--std="))
-        Last = I;
-      // C, or a language given with -x other than C++.
-      if ((Arg == "-x" && I + 1 < Line.size() &&
-           !llvm::StringRef(Line[I + 1]).starts_with("c++")) ||
-          (Arg.starts_with("-x") && Arg.size() > 2 &&
-           !Arg.drop_front(2).starts_with("c++")))
-        return {};
-    }
-    bool Gnu = true;
-    if (Last < Line.size()) {
-      llvm::StringRef Standard = Line[Last];
-      From = Standard.str();
-      Standard =
-          Standard.drop_until([](char C) { return C == '='; }).drop_front();
-      if (Standard.consume_front("c++"))
-        Gnu = false;
-      else if (!Standard.consume_front("gnu++"))
-        return {}; // C, or a standard Clang would have refused
-      if (!llvm::is_contained({"98", "03", "0x", "11", "1y", "14", "1z", "17"},
-                              Standard))
-        return {};
-    } else {
-      llvm::StringRef Extension = llvm::sys::path::extension(Command.Filename);
-      if (Extension == ".c" || Extension == ".m" || Extension == ".cu")
-        return {};
-      From = "Clang's default -std=gnu++17";
-    }
-    To = Gnu ? "-std=gnu++20" : "-std=c++20";
-    if (Last < Line.size()) {
-      Line[Last] = To;
-      // Earlier ones are overridden anyway.
-    } else {
-      Line = getInsertArgumentAdjuster({To}, ArgumentInsertPosition::END)(
-          Line, Command.Filename);
-    }
-  }
-  return Commands;
 }
 
 /// Drops each finding one of whose Requires no finding of the whole run

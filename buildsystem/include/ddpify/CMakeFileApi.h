@@ -12,6 +12,7 @@
 #ifndef DDPIFY_CMAKEFILEAPI_H
 #define DDPIFY_CMAKEFILEAPI_H
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include <optional>
@@ -64,6 +65,18 @@ bool isCMakeBuildFolder(llvm::StringRef BuildDir);
 /// a failed re-run with its last line of output, a CMake without the File
 /// API, a reply that is not what cmake-file-api(7) describes).
 llvm::Expected<CMakeCodeModel> readCMakeCodeModel(llvm::StringRef BuildDir);
+
+/// Reads the file \p Name of a File API reply folder (as the reply's index
+/// and code model name them: `codemodel-v2-<hash>.json`).
+using CMakeReplyReader =
+    llvm::function_ref<llvm::Expected<std::string>(llvm::StringRef Name)>;
+
+/// The code model of the File API reply whose index is \p IndexName, each
+/// file read through \p ReadReplyFile: readCMakeCodeModel's reading of the
+/// reply, apart from the folder it lies in. An error names the reply file and
+/// what in it is not what cmake-file-api(7) describes.
+llvm::Expected<CMakeCodeModel> parseCMakeReply(llvm::StringRef IndexName,
+                                               CMakeReplyReader ReadReplyFile);
 
 } // namespace ddpify
 

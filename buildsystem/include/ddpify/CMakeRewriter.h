@@ -13,6 +13,7 @@
 #ifndef DDPIFY_CMAKEREWRITER_H
 #define DDPIFY_CMAKEREWRITER_H
 
+#include "ddpify/CMakeLexer.h"
 #include "ddpify/Finding.h"
 #include "clang/Tooling/Core/Replacement.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -21,31 +22,6 @@
 #include <vector>
 
 namespace ddpify {
-
-/// One argument of a command, as written.
-struct CMakeArgument {
-  enum ArgKind { Unquoted, Quoted, Bracket } Kind = Unquoted;
-  unsigned Offset = 0; ///< Of the argument's first character (a quote, ...).
-  unsigned Length = 0; ///< Of the whole argument, quotes and brackets included.
-  std::string Value;   ///< Without quotes or brackets; escapes kept.
-};
-
-/// A command invocation `name(args)`, possibly spanning lines.
-struct CMakeCommand {
-  std::string Name;     ///< Lower-case (CMake command names ignore case).
-  unsigned Offset = 0;  ///< Of the name.
-  unsigned Close = 0;   ///< Of the closing parenthesis.
-  unsigned LineEnd = 0; ///< Where the line of `)` ends (before its newline),
-                        ///< after any trailing comment.
-  unsigned Line = 0;    ///< 1-based line of the name.
-  /// Arguments in order; parentheses nested in the argument list (`if((a))`)
-  /// are not arguments.
-  std::vector<CMakeArgument> Args;
-};
-
-/// The commands of a CMake file, or an error naming the line where it stops
-/// being CMake (an unterminated argument or command, a stray character).
-llvm::Expected<std::vector<CMakeCommand>> parseCMake(llvm::StringRef Text);
 
 /// What R10 does to a project.
 struct CMakeMigration {
