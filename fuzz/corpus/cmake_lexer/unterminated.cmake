@@ -1,0 +1,2 @@
+add_executable(broken main.cpp
+set(X "never closed)
