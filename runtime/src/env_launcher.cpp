@@ -219,6 +219,13 @@ EnvConfig read_environment(const Getenv& env, std::optional<int> local_rank_arg,
     fail("the timeout must be positive (InitOptions.timeout)");
   }
 
+  // A rank on this node, as LOCAL_RANK is: local_rank + 1 must not overflow.
+  if (local_rank_arg && (*local_rank_arg < 0 || *local_rank_arg >= kMaxWorld)) {
+    fail("--local_rank=" + std::to_string(*local_rank_arg) +
+         " is out of range: a rank on this node is below " +
+         std::to_string(kMaxWorld));
+  }
+
   const char* rank_var = nullptr;
   const char* world_var = nullptr;
   const char* local_rank_var = nullptr;
@@ -294,7 +301,10 @@ EnvConfig read_environment(const Getenv& env, std::optional<int> local_rank_arg,
     if (!local_world) {
       for (const char* name : {"SLURM_STEP_NUM_NODES", "SLURM_NNODES"}) {
         if (const auto nodes = leading_int(get(env, name))) {
-          local_world = (config.world_size + *nodes - 1) / *nodes;
+          // In 64 bits: the node count may be as large as an int.
+          local_world = static_cast<int>(
+              (static_cast<long long>(config.world_size) + *nodes - 1) /
+              *nodes);
           break;
         }
       }

@@ -208,6 +208,39 @@ TEST(InitEnv, Slurm) {
   EXPECT_NE(error_of(bare).find("MASTER_ADDR is not set"), std::string::npos);
 }
 
+TEST(InitEnv, SlurmNodeCountAsLargeAsAnInt) {
+  // Found by fuzz/runtime_environment.cpp: the tasks per node were computed
+  // as (world + nodes - 1) / nodes in int, which overflowed.
+  const std::map<std::string, std::string> vars = {
+      {"SLURM_PROCID", "1"},
+      {"SLURM_NTASKS", "2"},
+      {"SLURM_NNODES", "2147483647"},
+      {"MASTER_ADDR", "head"},
+      {"MASTER_PORT", "1234"}};
+  const auto c = read(vars);
+  EXPECT_EQ(c.local_world_size, 1);
+  EXPECT_EQ(c.local_rank, 0);
+}
+
+TEST(InitEnv, LocalRankArgumentOutOfRange) {
+  // Found by fuzz/runtime_environment.cpp: --local_rank=2147483647 made the
+  // local world size local_rank + 1 overflow.
+  for (const auto& vars : {std::map<std::string, std::string>{},
+                           std::map<std::string, std::string>{
+                               {"RANK", "0"}, {"WORLD_SIZE", "1"}}}) {
+    try {
+      read(vars, 2147483647);
+      ADD_FAILURE() << "no error for --local_rank=2147483647";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("--local_rank=2147483647 is out of "
+                                           "range"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(read({}, 16777215).local_rank, 16777215);
+}
+
 TEST(InitEnv, SlurmHostList) {
   using ddp::detail::first_slurm_host;
   EXPECT_EQ(first_slurm_host("node1"), "node1");
