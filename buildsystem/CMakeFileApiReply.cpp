@@ -165,16 +165,29 @@ llvm::Expected<CMakeCodeModel> parseCMakeReply(llvm::StringRef IndexName,
   if (!Paths || Model.SourceDir == "/" || !Configuration)
     return failure(*CodeModelFile + ": no source folder or configuration");
 
-  if (const llvm::json::Array *Directories =
-          Configuration->getArray("directories"))
+  // R10 follows a directory's parentIndex and a target's directoryIndex
+  // without a check: each must name one of the directories.
+  const llvm::json::Array *Directories = Configuration->getArray("directories");
+  size_t DirectoryCount = Directories ? Directories->size() : 0;
+  auto IsDirectory = [&](std::optional<int64_t> Index) {
+    return Index && *Index >= 0 && static_cast<size_t>(*Index) < DirectoryCount;
+  };
+  if (Directories)
     for (const llvm::json::Value &Directory : *Directories) {
       const llvm::json::Object *D = Directory.getAsObject();
       CMakeDirectory Dir;
       if (D) {
         Dir.Source =
             absoluteIn(Model.SourceDir, D->getString("source").value_or("."));
-        if (std::optional<int64_t> Parent = D->getInteger("parentIndex"))
+        if (std::optional<int64_t> Parent = D->getInteger("parentIndex")) {
+          if (!IsDirectory(Parent))
+            return failure(*CodeModelFile + ": directory " +
+                           llvm::Twine(Model.Directories.size()) +
+                           " has parentIndex " + llvm::Twine(*Parent) +
+                           ", which is none of its " +
+                           llvm::Twine(DirectoryCount) + " directories");
           Dir.Parent = *Parent;
+        }
       }
       Model.Directories.push_back(std::move(Dir));
     }
@@ -190,9 +203,11 @@ llvm::Expected<CMakeCodeModel> parseCMakeReply(llvm::StringRef IndexName,
       if (!Target)
         return Target.takeError();
       std::optional<int64_t> Directory = T->getInteger("directoryIndex");
-      if (Directory && *Directory >= 0 &&
-          static_cast<size_t>(*Directory) < Model.Directories.size())
-        Target->Directory = *Directory;
+      if (!IsDirectory(Directory))
+        return failure(*CodeModelFile + ": target '" + Target->Name +
+                       "' has no directoryIndex into its " +
+                       llvm::Twine(DirectoryCount) + " directories");
+      Target->Directory = *Directory;
       Model.Targets.push_back(std::move(*Target));
     }
 
