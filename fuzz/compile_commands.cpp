@@ -33,23 +33,6 @@ constexpr llvm::StringLiteral Root = "/fuzz/project";
 constexpr llvm::StringLiteral UnitCode =
     "#include <torch/torch.h>\n#include \"model.h\"\nint main() {}\n";
 
-void adjustAsThePipelineDoes(CompileCommand &Command,
-                             std::set<std::string> &Dropped) {
-  ArgumentsAdjuster Adjust = combineAdjusters(
-      getInsertArgumentAdjuster("-std=c++17", ArgumentInsertPosition::END),
-      getInsertArgumentAdjuster({"-resource-dir", "/fuzz/resource"},
-                                ArgumentInsertPosition::BEGIN));
-  std::string Compiler =
-      Command.CommandLine.empty() ? "" : Command.CommandLine.front();
-  Command.CommandLine = getInsertArgumentAdjuster(
-      {"-idirafter", "/fuzz/runtime/include"}, ArgumentInsertPosition::END)(
-      parseAsTheCompilerDoes(Adjust(Command.CommandLine, Command.Filename),
-                             Dropped),
-      Command.Filename);
-  if (!Compiler.empty())
-    FUZZ_CHECK(Command.CommandLine.front() == Compiler);
-}
-
 void readAsTheHeaderCacheDoes(const CompileCommand &Command) {
   std::vector<std::string> Prefix =
       precompilablePrefix(Command.Filename, UnitCode, Command, Root);
@@ -80,17 +63,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
   std::unique_ptr<CompilationDatabase> Database =
       inferMissingCompileCommands(expandResponseFiles(std::move(Json), FS));
 
+  const CommandAdditions Additions{
+      {"-DBEFORE"}, {"-std=c++17"}, "/fuzz/resource", "/fuzz/runtime/include"};
   std::set<std::string> Dropped;
   std::vector<std::string> Units = Database->getAllFiles();
   // A header of the project gets the command of its closest unit.
   Units.push_back(std::string(Root) + "/model.h");
   for (const std::string &Unit : Units) {
     std::vector<CompileCommand> Commands = Database->getCompileCommands(Unit);
+    // As the pipeline's buildCommands: a command without a compiler is
+    // left out, every other one gets ddpify's additions.
+    llvm::erase_if(Commands, [](const CompileCommand &Command) {
+      return !namesCompiler(Command);
+    });
     for (CompileCommand &Command : Commands) {
-      adjustAsThePipelineDoes(Command, Dropped);
+      std::string Compiler = Command.CommandLine.front();
+      Command.CommandLine = argumentsForParse(Command, Additions, Dropped);
+      FUZZ_CHECK(Command.CommandLine.front() == Compiler);
       usesCxx20OrLater(Command.CommandLine);
-      if (!Command.CommandLine.empty())
-        isGccLikeCompiler(Command.CommandLine.front());
+      isGccLikeCompiler(Command.CommandLine.front());
       driverArguments(Command.CommandLine)
           .getAllArgValues(clang::driver::options::OPT_ivfsoverlay);
       readAsTheHeaderCacheDoes(Command);

@@ -76,6 +76,33 @@ parseAsTheCompilerDoes(const std::vector<std::string> &CommandLine,
                                    ArgumentInsertPosition::END)(Kept, "");
 }
 
+bool namesCompiler(const CompileCommand &Command) {
+  return !Command.CommandLine.empty() && !Command.CommandLine.front().empty() &&
+         !llvm::StringRef(Command.CommandLine.front()).starts_with("-");
+}
+
+std::vector<std::string> argumentsForParse(const CompileCommand &Command,
+                                           const CommandAdditions &Additions,
+                                           std::set<std::string> &Dropped) {
+  ArgumentsAdjuster Adjust = combineAdjusters(
+      combineAdjusters(getInsertArgumentAdjuster(Additions.Before,
+                                                 ArgumentInsertPosition::BEGIN),
+                       getInsertArgumentAdjuster(Additions.After,
+                                                 ArgumentInsertPosition::END)),
+      // ClangTool would look for builtin headers next to this binary.
+      getInsertArgumentAdjuster({"-resource-dir", Additions.ResourceDir},
+                                ArgumentInsertPosition::BEGIN));
+  // A migrated file finds <ddp/ddp.h> even when its database predates the
+  // runtime (the second run); after every folder of the project's own.
+  std::vector<std::string> RuntimeInclude;
+  if (!Additions.RuntimeIncludeDir.empty())
+    RuntimeInclude = {"-idirafter", Additions.RuntimeIncludeDir};
+  return getInsertArgumentAdjuster(RuntimeInclude, ArgumentInsertPosition::END)(
+      parseAsTheCompilerDoes(Adjust(Command.CommandLine, Command.Filename),
+                             Dropped),
+      Command.Filename);
+}
+
 std::vector<CompileCommand> atCxx20(std::vector<CompileCommand> Commands,
                                     std::string &From, std::string &To) {
   for (CompileCommand &Command : Commands) {

@@ -40,6 +40,29 @@ std::vector<std::string>
 parseAsTheCompilerDoes(const std::vector<std::string> &CommandLine,
                        std::set<std::string> &Dropped);
 
+/// Whether Command names its compiler first, as every command ddpify parses
+/// with must: a database entry with an empty command or argument list names
+/// none, nor does the command Clang infers from it for a header (`-x
+/// c++-header -- h.h`).
+bool namesCompiler(const clang::tooling::CompileCommand &Command);
+
+/// What ddpify adds to each command of the database before a parse.
+struct CommandAdditions {
+  std::vector<std::string> Before; ///< --extra-arg-before: after the compiler.
+  std::vector<std::string> After;  ///< --extra-arg: before any `--`.
+  std::string ResourceDir;         ///< Clang's builtin headers.
+  /// The runtime's headers (<ddp/ddp.h>), -idirafter; empty for none.
+  std::string RuntimeIncludeDir;
+};
+
+/// The arguments ddpify parses Command's unit with: Additions in, then made
+/// lenient (parseAsTheCompilerDoes, which adds what it drops to Dropped).
+/// Command must name its compiler (namesCompiler), which stays first.
+std::vector<std::string>
+argumentsForParse(const clang::tooling::CompileCommand &Command,
+                  const CommandAdditions &Additions,
+                  std::set<std::string> &Dropped);
+
 /// The commands of a unit at C++20 (GNU dialect if it was), when they name a
 /// C++ standard before C++20 or none (Clang's default is gnu++17); From and
 /// To say which. Empty when there is no earlier standard to retry from.

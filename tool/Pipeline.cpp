@@ -558,29 +558,28 @@ public:
   /// Each unit's commands, with the extra arguments already in: the database
   /// is not shared with the workers.
   void buildCommands() {
-    ArgumentsAdjuster Adjust = combineAdjusters(
-        combineAdjusters(
-            getInsertArgumentAdjuster(Options.ExtraArgsBefore,
-                                      ArgumentInsertPosition::BEGIN),
-            getInsertArgumentAdjuster(Options.ExtraArgs,
-                                      ArgumentInsertPosition::END)),
-        // ClangTool would look for builtin headers next to this binary.
-        getInsertArgumentAdjuster({"-resource-dir", Options.ResourceDir},
-                                  ArgumentInsertPosition::BEGIN));
-    // A migrated file finds <ddp/ddp.h> even when its database predates the
-    // runtime (the second run); after every folder of the project's own.
-    std::vector<std::string> RuntimeInclude;
-    if (!Options.RuntimeIncludeDir.empty())
-      RuntimeInclude = {"-idirafter", Options.RuntimeIncludeDir};
+    CommandAdditions Additions{Options.ExtraArgsBefore, Options.ExtraArgs,
+                               Options.ResourceDir, Options.RuntimeIncludeDir};
     std::set<std::string> Dropped;
-    for (const std::string &Source : Sources) {
-      Commands.push_back(Database->getCompileCommands(Source));
-      for (CompileCommand &Command : Commands.back())
-        Command.CommandLine = getInsertArgumentAdjuster(
-            RuntimeInclude, ArgumentInsertPosition::END)(
-            parseAsTheCompilerDoes(
-                Adjust(Command.CommandLine, Command.Filename), Dropped),
-            Command.Filename);
+    for (size_t I = 0; I < Sources.size(); ++I) {
+      std::vector<CompileCommand> Unit =
+          Database->getCompileCommands(Sources[I]);
+      // Nothing to parse with (parseUnit says there is no command).
+      if (llvm::any_of(Unit, [](const CompileCommand &Command) {
+            return !namesCompiler(Command);
+          })) {
+        llvm::errs() << "ddpify: error: the compilation database's command "
+                        "for '"
+                     << Shown[I]
+                     << "' names no compiler (an empty command or argument "
+                        "list)\n";
+        llvm::erase_if(Unit, [](const CompileCommand &Command) {
+          return !namesCompiler(Command);
+        });
+      }
+      for (CompileCommand &Command : Unit)
+        Command.CommandLine = argumentsForParse(Command, Additions, Dropped);
+      Commands.push_back(std::move(Unit));
     }
     if (!Dropped.empty()) {
       llvm::errs() << "ddpify: note: dropped compiler option(s) Clang does "
