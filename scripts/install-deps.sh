@@ -12,6 +12,8 @@ packages=(
   libssl-dev
   # Clang's own <omp.h>: units built with -fopenmp parse as they build.
   libomp-19-dev
+  # libFuzzer and the sanitizers' runtimes for clang++-19 (fuzz/).
+  libclang-rt-19-dev
 )
 
 missing=()

@@ -7,6 +7,9 @@
 #           ${TORCH2_BUILD_DIR:-build-torch2}, the runtime, ddprun, its tests
 #           and the end-to-end tests with the tool of the first build; the
 #           first build's `lit.torch2` parses against its headers.
+#   fuzz    the libFuzzer targets (fuzz/, clang++-19):
+#           ${FUZZ_BUILD_DIR:-build-fuzz}; each runs its seed corpus and a
+#           fixed number of new inputs (ctest label fuzz).
 # Each test carries the label of its LibTorch (ctest -L torch2).
 #
 #   scripts/test.sh [CTEST-ARGS...]   everything, both LibTorch builds
@@ -60,9 +63,21 @@ echo "test.sh: LibTorch $(bash "$root/scripts/install-torch2.sh" --version) at" 
 start=$(date +%s)
 bash "$root/scripts/build.sh"
 echo "test.sh: LibTorch 1.13 build (tool, runtime) in $(($(date +%s) - start)) s"
-# The first build learns where the second LibTorch and its build are (lit.torch2).
+# The fuzzers (fuzz/): a build of their own, with clang++ and libFuzzer.
+fuzz_build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
+mkdir -p "$fuzz_build"
+fuzz_build=$(cd "$fuzz_build" && pwd)
+start=$(date +%s)
+cmake -S "$root" -B "$fuzz_build" -G Ninja -DDDPIFY_FUZZ=ON \
+  -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_C_COMPILER=clang-19 >/dev/null
+cmake --build "$fuzz_build"
+echo "test.sh: fuzzers built in $(($(date +%s) - start)) s"
+
+# The first build learns where the second LibTorch and its build are
+# (lit.torch2), and the fuzz build, whose tests (fuzz.*) run in its ctest.
 cmake "$build" -DDDPIFY_TORCH2_PREFIX="$torch2_prefix" \
-  -DDDPIFY_TORCH2_BUILD_DIR="$torch2_build" >/dev/null
+  -DDDPIFY_TORCH2_BUILD_DIR="$torch2_build" \
+  -DDDPIFY_FUZZ_BUILD_DIR="$fuzz_build" >/dev/null
 
 # Configured every time (seconds): the tool's and the wheel's paths stay right.
 cmake -S "$root" -B "$torch2_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -73,8 +88,9 @@ start=$(date +%s)
 cmake --build "$torch2_build"
 echo "test.sh: LibTorch 2.x build in $(($(date +%s) - start)) s"
 
-# One ctest over both builds: the first build's CTestTestfile includes the
-# torch2 build's tests (test/CMakeLists.txt; their names end in .torch2), so
+# One ctest over both builds (and the fuzzers'): the first build's
+# CTestTestfile includes the torch2 build's tests (test/CMakeLists.txt; their
+# names end in .torch2) and the fuzz build's (fuzz.*), so
 # the slowest tests of either start first and neither build's tail leaves a
 # core idle. The idioms today's rules still get wrong (label idioms-open, see
 # test/e2e/CMakeLists.txt) are not part of the suite: `ctest -L idioms-open`.
