@@ -17,6 +17,9 @@ namespace ddpify {
 bool usesCxx20OrLater(const std::vector<std::string> &Arguments) {
   bool Later = false;
   for (llvm::StringRef Arg : Arguments) {
+    // What follows `--` is files, as atCxx20 and the driver read it.
+    if (Arg == "--")
+      break;
     if (!Arg.consume_front("-std=") && !Arg.consume_front("--std="))
       continue;
     Arg.consume_front("gnu++") || Arg.consume_front("c++");

@@ -19,7 +19,8 @@
 
 namespace ddpify {
 
-/// Whether Arguments name C++20 or a later standard (the last -std= wins):
+/// Whether Arguments name C++20 or a later standard (the last -std= before
+/// any `--` wins):
 /// LibTorch 1.13's headers do not parse with Clang in that mode.
 bool usesCxx20OrLater(const std::vector<std::string> &Arguments);
 
