@@ -17,12 +17,18 @@
 #                                     the tool's lit tests and the runtime's
 #                                     unit tests (ctest labels `quick` and
 #                                     `torch1`)
+#   scripts/test.sh --sanitize [ARGS] before every landing: a build with
+#                                     AddressSanitizer and UBSan
+#                                     (${SANITIZE_BUILD_DIR:-build-sanitize},
+#                                     LibTorch 1.13) and its tests of the tool
+#                                     (lit), the runtime, ddprun and the
+#                                     hosts (labels quick, multihost)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-quick=0
-if [[ ${1:-} == --quick ]]; then
-  quick=1
+mode=all
+if [[ ${1:-} == --quick || ${1:-} == --sanitize ]]; then
+  mode=${1#--}
   shift
 fi
 
@@ -41,7 +47,30 @@ fi
 export DDPIFY_CACHE_BASEDIR="$root"
 export DDPIFY_TEST_CACHE_DIR=${DDPIFY_TEST_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ddpify/tests}
 
-if ((quick)); then
+if [[ $mode == sanitize ]]; then
+  build=${SANITIZE_BUILD_DIR:-$root/build-sanitize}
+  # Its own configuration: every target, tests included, instrumented
+  # (DDPIFY_SANITIZERS in CMakeLists.txt).
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DDDPIFY_SANITIZERS=address,undefined -DDDPIFY_REGISTER_PACKAGE=OFF \
+    >/dev/null
+  start=$(date +%s)
+  cmake --build "$build"
+  echo "test.sh --sanitize: build in $(($(date +%s) - start)) s"
+  # Every report fails its test: UBSan halts, LSan's leaks count, except
+  # those of the uninstrumented libraries listed in lsan.supp.
+  export ASAN_OPTIONS=detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  export LSAN_OPTIONS=suppressions=$root/test/sanitizer/lsan.supp:print_suppressions=0
+  start=$(date +%s)
+  status=0
+  (cd "$build" && ctest --output-on-failure -j "$(nproc)" \
+    -L '^(quick|multihost)$' -L torch1 "$@") || status=1
+  echo "test.sh --sanitize: ctest in $(($(date +%s) - start)) s"
+  exit $status
+fi
+
+if [[ $mode == quick ]]; then
   bash "$root/scripts/build.sh"
   start=$(date +%s)
   status=0
