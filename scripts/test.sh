@@ -65,7 +65,7 @@ if [[ $mode == sanitize ]]; then
   start=$(date +%s)
   status=0
   (cd "$build" && ctest --output-on-failure -j "$(nproc)" \
-    -L '^(quick|multihost)$' -L torch1 "$@") || status=1
+    -L '^(quick|multihost|sanitizer)$' -L torch1 "$@") || status=1
   echo "test.sh --sanitize: ctest in $(($(date +%s) - start)) s"
   exit $status
 fi
