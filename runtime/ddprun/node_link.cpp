@@ -2,6 +2,7 @@
 
 #include "node_link.h"
 
+#include "../src/host_address.h"
 #include "job_token.h"
 
 #include <arpa/inet.h>
@@ -109,38 +110,6 @@ std::string peer_address(int fd) {
     }
   }
   return text;
-}
-
-/// Whether `host` is a name (not an address, not "localhost") whose every
-/// address here is a loopback one: a host name that /etc/hosts maps to
-/// 127.0.1.1, as Debian does, while other hosts reach it by another.
-bool name_on_loopback(const std::string& host) {
-  unsigned char address[sizeof(in6_addr)];
-  if (host.empty() || host == "localhost" ||
-      ::inet_pton(AF_INET, host.c_str(), address) == 1 ||
-      ::inet_pton(AF_INET6, host.c_str(), address) == 1) {
-    return false;
-  }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 ||
-      found == nullptr) {
-    return false;
-  }
-  bool loopback = true;
-  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    if (a->ai_family == AF_INET) {
-      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
-      loopback = loopback && (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-    } else if (a->ai_family == AF_INET6) {
-      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(a->ai_addr);
-      loopback = loopback && IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
-    }
-  }
-  ::freeaddrinfo(found);
-  return loopback;
 }
 
 } // namespace
@@ -369,7 +338,7 @@ bool NodeLink::listen_on_master(Failure& failure) {
   const std::string port = std::to_string(config_.master_port);
   // --master-addr names this host by a loopback address (other hosts reach
   // it by another): listening there would leave them out.
-  const bool everywhere = name_on_loopback(config_.master_addr);
+  const bool everywhere = ddp::detail::name_on_loopback(config_.master_addr);
   if (everywhere) {
     hints.ai_family = AF_INET;
     hints.ai_flags |= AI_PASSIVE;

@@ -2,6 +2,8 @@
 // interface of its host: what other hosts can reach is what the job needs.
 #pragma once
 
+#include "host_address.h"
+
 #include <string>
 
 namespace ddp {
@@ -11,11 +13,6 @@ namespace detail {
 /// `port`, listening (close-on-exec); -1 and `error` (a line) when none can
 /// be bound.
 int listen_on(const std::string& host, int port, std::string& error);
-
-/// Whether `host` is a name (not an address, not "localhost") whose every
-/// address on this host is a loopback one: a host name that /etc/hosts maps
-/// to 127.0.1.1, as Debian does, while other hosts reach it by another.
-bool name_on_loopback(const std::string& host);
 
 /// While one lives, LibTorch 1.13's TCPStore server, constructed on this
 /// thread, listens on `host` instead of on every interface. 1.13 has no

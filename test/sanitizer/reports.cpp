@@ -13,11 +13,11 @@ namespace {
 // Opaque to the optimiser, so each bug happens at run time.
 volatile int g_index = 8;
 volatile int g_big = INT_MAX;
-void* volatile g_kept = nullptr;
+void *volatile g_kept = nullptr;
 volatile int g_result = 0;
 
 int heap_overflow() {
-  char* bytes = new char[8];
+  char *bytes = new char[8];
   char copy[16] = {};
   std::memset(bytes, 0, 8);
   std::memcpy(copy, bytes, g_index + 1); // one byte past the end
@@ -38,7 +38,7 @@ int leak() {
 
 } // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "heap-overflow") {
     return heap_overflow();
