@@ -88,10 +88,7 @@ std::string message_host(std::string host) {
     host.resize(kMaxHostBytes);
   }
   for (char& c : host) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-                    c == '_' || c == ':';
-    c = ok ? c : '_';
+    c = is_host_char(c) ? c : '_';
   }
   return host.empty() ? std::string("?") : host;
 }
@@ -330,64 +327,41 @@ std::string NodeLink::mismatch(int node, int nnodes, int nproc, int restarts,
 }
 
 bool NodeLink::listen_on_master(Failure& failure) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
   const std::string port = std::to_string(config_.master_port);
   // --master-addr names this host by a loopback address (other hosts reach
   // it by another): listening there would leave them out.
   const bool everywhere = ddp::detail::name_on_loopback(config_.master_addr);
   if (everywhere) {
-    hints.ai_family = AF_INET;
-    hints.ai_flags |= AI_PASSIVE;
     std::cerr << "ddprun: --master-addr " << config_.master_addr
               << " is a loopback address on " << config_.host
               << " (/etc/hosts?): node 0's ddprun listens on every interface, "
                  "as other hosts reach it by another address\n";
   }
-  const int gai =
-      ::getaddrinfo(everywhere ? nullptr : config_.master_addr.c_str(),
-                    port.c_str(), &hints, &found);
-  if (gai != 0 || found == nullptr) {
+  // Only --master-addr: the other interfaces of node 0 stay closed.
+  const ddp::detail::ListeningSocket socket = ddp::detail::listen_on(
+      everywhere ? "" : config_.master_addr, config_.master_port, 128);
+  if (socket.resolve_error != 0) {
     failure = {Failure::Kind::kCause, 1, -1,
                "--master-addr " + config_.master_addr +
                    " cannot be resolved on " + config_.host + ": " +
-                   ::gai_strerror(gai)};
+                   ::gai_strerror(socket.resolve_error)};
     return false;
   }
-  int error = 0;
-  // Only --master-addr: the other interfaces of node 0 stay closed.
-  for (addrinfo* a = found; a != nullptr && listen_fd_ < 0; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const int yes = 1;
-    if (fd >= 0 &&
-        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes)) == 0 &&
-        ::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 128) == 0) {
-      listen_fd_ = fd;
-      break;
-    }
-    error = errno;
-    if (fd >= 0) {
-      ::close(fd);
-    }
-  }
-  ::freeaddrinfo(found);
-  if (listen_fd_ < 0) {
+  if (socket.fd < 0) {
     std::string hint;
-    if (error == EADDRINUSE) {
+    if (socket.error == EADDRINUSE) {
       hint = " (another job, or a program still holding it: choose another "
              "port)";
-    } else if (error == EADDRNOTAVAIL) {
+    } else if (socket.error == EADDRNOTAVAIL) {
       hint = " (--master-addr " + config_.master_addr +
              " is not an address of this host: node 0 runs where it points)";
     }
     failure = {Failure::Kind::kCause, 1, -1,
                "--master-port " + port + " cannot be used on " + config_.host +
-                   ": " + std::strerror(error) + hint};
+                   ": " + std::strerror(socket.error) + hint};
     return false;
   }
+  listen_fd_ = socket.fd;
   set_nonblocking(listen_fd_);
   return true;
 }

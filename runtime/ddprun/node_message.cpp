@@ -2,6 +2,7 @@
 
 #include "node_message.h"
 
+#include <charconv>
 #include <vector>
 
 namespace ddprun {
@@ -38,16 +39,15 @@ std::optional<int> integer(std::string_view word, long long min,
   }
   // Canonical decimal only (no "01", no "-0"): a proof covers the fields as
   // the receiver prints them back.
-  if (word.empty() || word.size() > 10 || (word[0] == '0' && word.size() > 1) ||
-      (negative && word == "0")) {
+  if (word.empty() || word.size() > 10 || word[0] < '0' || word[0] > '9' ||
+      (word[0] == '0' && word.size() > 1) || (negative && word == "0")) {
     return std::nullopt;
   }
   long long value = 0;
-  for (char c : word) {
-    if (c < '0' || c > '9') {
-      return std::nullopt;
-    }
-    value = value * 10 + (c - '0');
+  const auto [end, error] =
+      std::from_chars(word.data(), word.data() + word.size(), value);
+  if (error != std::errc() || end != word.data() + word.size()) {
+    return std::nullopt;
   }
   value = negative ? -value : value;
   if (value < min || value > max) {
@@ -73,24 +73,26 @@ bool is_host(std::string_view word) {
     return false;
   }
   for (char c : word) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-                    c == '_' || c == ':';
-    if (!ok) {
+    if (!is_host_char(c)) {
       return false;
     }
   }
   return true;
 }
 
-/// Free text: no control characters but tabs (a line is one line).
+/// What free text may not hold: control characters but tabs (a line is one
+/// line).
+bool is_control(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return (u < 0x20 && c != '\t') || u == 0x7f;
+}
+
 bool is_text(std::string_view text) {
   if (text.size() > kMaxTextBytes) {
     return false;
   }
   for (char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && c != '\t') || u == 0x7f) {
+    if (is_control(c)) {
       return false;
     }
   }
@@ -248,6 +250,11 @@ std::optional<NodeMessage> parse_message(std::string_view line) {
   return std::nullopt;
 }
 
+bool is_host_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == ':';
+}
+
 std::string join_fields(const NodeMessage& join) {
   return "join " + std::to_string(join.node) + " " +
          std::to_string(join.nnodes) + " " + std::to_string(join.nproc) + " " +
@@ -256,10 +263,7 @@ std::string join_fields(const NodeMessage& join) {
 
 std::string message_text(std::string text) {
   for (char& c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && c != '\t') || u == 0x7f) {
-      c = ' ';
-    }
+    c = is_control(c) ? ' ' : c;
   }
   if (text.size() > kMaxTextBytes) {
     text.resize(kMaxTextBytes - 3);

@@ -66,6 +66,9 @@ struct NodeMessage {
 
 std::optional<NodeMessage> parse_message(std::string_view line);
 
+/// Whether `c` may be part of a host name in `join`.
+bool is_host_char(char c);
+
 /// The fields of a `join` a proof covers: "join <node> ... <restarts>".
 std::string join_fields(const NodeMessage& join);
 

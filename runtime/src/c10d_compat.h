@@ -62,7 +62,7 @@ make_server_store(const std::string& host, const std::string& listen_host,
   }
 #if DDP_TORCH_AT_LEAST(2, 0)
   std::string error;
-  const int fd = listen_on(listen_host, options.port, error);
+  const int fd = store_socket(listen_host, options.port, error);
   if (fd < 0) {
     throw std::runtime_error(error);
   }

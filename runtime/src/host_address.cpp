@@ -4,6 +4,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 namespace ddp {
 namespace detail {
@@ -35,6 +38,40 @@ bool name_on_loopback(const std::string& host) {
   }
   ::freeaddrinfo(found);
   return loopback;
+}
+
+ListeningSocket listen_on(const std::string& host, int port, int backlog) {
+  ListeningSocket result;
+  addrinfo hints{};
+  hints.ai_family = host.empty() ? AF_INET : AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (host.empty() ? AI_PASSIVE : 0);
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  result.resolve_error = ::getaddrinfo(host.empty() ? nullptr : host.c_str(),
+                                       service.c_str(), &hints, &found);
+  if (result.resolve_error != 0 || found == nullptr) {
+    result.resolve_error =
+        result.resolve_error != 0 ? result.resolve_error : EAI_NONAME;
+    return result;
+  }
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int yes = 1;
+    if (fd >= 0 &&
+        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes)) == 0 &&
+        ::bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        ::listen(fd, backlog) == 0) {
+      result.fd = fd;
+      break;
+    }
+    result.error = errno;
+    if (fd >= 0) {
+      ::close(fd);
+    }
+  }
+  ::freeaddrinfo(found);
+  return result;
 }
 
 } // namespace detail

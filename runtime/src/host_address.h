@@ -1,4 +1,5 @@
-// What a host name means on this host; shared by the runtime and ddprun
+// What a host name means on this host, and listening there; shared by the
+// runtime and ddprun
 // (LibTorch-free, so ddprun compiles it too).
 #pragma once
 
@@ -11,6 +12,16 @@ namespace detail {
 /// address on this host is a loopback one: a host name that /etc/hosts maps
 /// to 127.0.1.1, as Debian does, while other hosts reach it by another.
 bool name_on_loopback(const std::string& host);
+
+/// A TCP socket (close-on-exec, SO_REUSEADDR) listening on `port` at the
+/// first address of `host` that binds, or on every IPv4 interface when
+/// `host` is empty.
+struct ListeningSocket {
+  int fd = -1;           ///< -1: none could be bound
+  int resolve_error = 0; ///< getaddrinfo's code when `host` did not resolve
+  int error = 0;         ///< errno of the last address that did not bind
+};
+ListeningSocket listen_on(const std::string& host, int port, int backlog);
 
 } // namespace detail
 } // namespace ddp

@@ -22,35 +22,18 @@ thread_local const char* t_listen_host = nullptr;
 
 } // namespace
 
-int listen_on(const std::string& host, int port, std::string& error) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
-  const int gai = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
-  if (gai != 0 || found == nullptr) {
-    error = "cannot resolve " + host + ": " + ::gai_strerror(gai);
-    return -1;
+int store_socket(const std::string& host, int port, std::string& error) {
+  const ListeningSocket socket = listen_on(host, port, SOMAXCONN);
+  if (socket.resolve_error != 0) {
+    error =
+        "cannot resolve " + host + ": " + ::gai_strerror(socket.resolve_error);
+  } else if (socket.fd < 0) {
+    error =
+        "cannot listen on " + host + " port " + std::to_string(port) + ": " +
+        std::strerror(socket.error) +
+        (socket.error == EADDRNOTAVAIL ? " (not an address of this host)" : "");
   }
-  int fd = -1;
-  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const int yes = 1;
-    if (fd >= 0 &&
-        (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes)) != 0 ||
-         ::bind(fd, a->ai_addr, a->ai_addrlen) != 0 ||
-         ::listen(fd, SOMAXCONN) != 0)) {
-      error = std::string("cannot listen on ") + host + " port " + service +
-              ": " + std::strerror(errno) +
-              (errno == EADDRNOTAVAIL ? " (not an address of this host)" : "");
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(found);
-  return fd;
+  return socket.fd;
 }
 
 StoreListenScope::StoreListenScope(const std::string& host)

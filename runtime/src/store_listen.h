@@ -9,17 +9,16 @@
 namespace ddp {
 namespace detail {
 
-/// A TCP socket bound to the first address of `host` that binds, port
-/// `port`, listening (close-on-exec); -1 and `error` (a line) when none can
-/// be bound.
-int listen_on(const std::string& host, int port, std::string& error);
+/// The store's listening socket on `host` (listen_on), or -1 and `error`
+/// (a line) when none can be bound.
+int store_socket(const std::string& host, int port, std::string& error);
 
 /// While one lives, LibTorch 1.13's TCPStore server, constructed on this
 /// thread, listens on `host` instead of on every interface. 1.13 has no
 /// masterListenFd: its server asks getaddrinfo(nullptr, port, AI_PASSIVE)
 /// for the wildcard addresses, which this runtime answers with `host`'s
 /// addresses on this thread alone while the guard lives (store_listen.cpp).
-/// With 2.x it does nothing (the store gets a socket of listen_on()).
+/// With 2.x it does nothing (the store gets a socket of store_socket()).
 class StoreListenScope {
 public:
   explicit StoreListenScope(const std::string& host);
