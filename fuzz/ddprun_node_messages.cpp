@@ -9,11 +9,11 @@
 //     runtime/ddprun/node_message.cpp runtime/ddprun/job_token.cpp \
 //     -lcrypto -o ddprun_node_messages
 
+#include "FuzzCheck.h"
 #include "job_token.h"
 #include "node_message.h"
 
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
@@ -24,9 +24,8 @@ const std::string kChallenge(64, 'c');
 
 void check_join(const ddprun::NodeMessage &join, std::string_view line) {
   const std::string fields = ddprun::join_fields(join);
-  if (line.substr(0, fields.size()) != fields) {
-    std::abort(); // the proof covers what was parsed, byte for byte
-  }
+  // The proof covers what was parsed, byte for byte.
+  FUZZ_CHECK(line.substr(0, fields.size()) == fields);
   if (join.proof_kind != ddprun::NodeMessage::Proof::kGiven) {
     return;
   }
@@ -34,9 +33,8 @@ void check_join(const ddprun::NodeMessage &join, std::string_view line) {
   // challenge, nonce and fields passes.
   const std::string expected =
       ddprun::join_proof(kToken, kChallenge, join.nonce, fields);
-  if (ddprun::proofs_equal(expected, join.proof) != (expected == join.proof)) {
-    std::abort();
-  }
+  FUZZ_CHECK(ddprun::proofs_equal(expected, join.proof) ==
+             (expected == join.proof));
 }
 
 } // namespace
@@ -54,16 +52,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     // A node's check of the coordinator's proof.
     const std::string expected = ddprun::welcome_proof(
         kToken, kChallenge, std::string(64, 'n'), "join 1 2 1 h 0");
-    if (ddprun::proofs_equal(expected, message->proof) !=
-        (!message->proof.empty() && expected == message->proof)) {
-      std::abort();
-    }
+    FUZZ_CHECK(ddprun::proofs_equal(expected, message->proof) ==
+               (!message->proof.empty() && expected == message->proof));
   }
   // Free text is one line within its limit, as parsed and as re-sent.
-  if (message->text.size() > ddprun::kMaxTextBytes ||
-      message->text.find('\n') != std::string::npos ||
-      ddprun::message_text(message->text) != message->text) {
-    std::abort();
-  }
+  FUZZ_CHECK(message->text.size() <= ddprun::kMaxTextBytes &&
+             message->text.find('\n') == std::string::npos &&
+             ddprun::message_text(message->text) == message->text);
   return 0;
 }

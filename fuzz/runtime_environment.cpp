@@ -8,27 +8,17 @@
 // positive timeout, and an address and port wherever there is more than one
 // process.
 
+#include "FuzzCheck.h"
 #include "env_launcher.h"
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace {
-
-#define FUZZ_CHECK(condition)                                                  \
-  do {                                                                         \
-    if (!(condition)) {                                                        \
-      std::fprintf(stderr, "%s:%d: fuzz check failed: %s\n", __FILE__,         \
-                   __LINE__, #condition);                                      \
-      std::abort();                                                            \
-    }                                                                          \
-  } while (false)
 
 bool is_init_error(const std::runtime_error &error) {
   return std::string(error.what()).rfind("ddp::init: ", 0) == 0;
