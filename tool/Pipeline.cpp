@@ -565,17 +565,16 @@ public:
       std::vector<CompileCommand> Unit =
           Database->getCompileCommands(Sources[I]);
       // Nothing to parse with (parseUnit says there is no command).
-      if (llvm::any_of(Unit, [](const CompileCommand &Command) {
-            return !namesCompiler(Command);
-          })) {
+      auto NoCompiler = [](const CompileCommand &Command) {
+        return !namesCompiler(Command);
+      };
+      if (llvm::any_of(Unit, NoCompiler)) {
         llvm::errs() << "ddpify: error: the compilation database's command "
                         "for '"
                      << Shown[I]
                      << "' names no compiler (an empty command or argument "
                         "list)\n";
-        llvm::erase_if(Unit, [](const CompileCommand &Command) {
-          return !namesCompiler(Command);
-        });
+        llvm::erase_if(Unit, NoCompiler);
       }
       for (CompileCommand &Command : Unit)
         Command.CommandLine = argumentsForParse(Command, Additions, Dropped);
