@@ -33,16 +33,17 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run(cmd_for_rank, world_size, every_rank=False):
+def run(cmd_for_rank, world_size, every_rank=False, extra_env=None):
     """Starts world_size ranks, returns rank 0's RESULT dict (every rank's
-    RESULT, a list, with every_rank)."""
+    RESULT, a list, with every_rank); extra_env is added to each rank's
+    environment."""
     port = free_port()
     procs = []
     for rank in range(world_size):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank),
                    WORLD_SIZE=str(world_size), LOCAL_WORLD_SIZE=str(world_size),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+                   OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", **(extra_env or {}))
         procs.append(subprocess.Popen(cmd_for_rank, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     result = None

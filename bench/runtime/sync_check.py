@@ -1,7 +1,9 @@
-"""What the sync check (DistributedDataParallelOptions::check_sync_every,
-DDP_CHECK_SYNC) costs: ddp::DistributedDataParallel's step time with the
-check off, every step (K = 1) and every 100 steps (K = 100), alternating,
-several repetitions; medians and ratios against "off" from the same run.
+"""What the runtime's safety nets cost: ddp::DistributedDataParallel's step
+time with every net off (no periodic sync check, DDP_WARN_UNWRAPPED=0: no
+watch of backward passes for unwrapped parameters), with the defaults (the
+sync check every 256 steps, the watch on), and with the sync check every
+step (K = 1) and every 100 steps (K = 100), alternating, several
+repetitions; medians and ratios against "off" from the same run.
 
 usage: sync_check.py --bench <ddp_bench binary> [--reps N] [--world-size 2]
 (bench/runtime/run.sh sync-check [BUILD_DIR] [REPS] builds and runs it)
@@ -12,7 +14,11 @@ import statistics
 
 from bench import CONFIGS, run
 
-SETTINGS = [("off", "0"), ("K=1", "1"), ("K=100", "100")]
+# name, --check-sync (None: the option's default), environment
+SETTINGS = [("off", "0", {"DDP_WARN_UNWRAPPED": "0"}),
+            ("default", None, {}),
+            ("K=1", "1", {}),
+            ("K=100", "100", {})]
 
 
 def main():
@@ -23,16 +29,17 @@ def main():
     args = parser.parse_args()
     rows = []
     for model, batch, steps in CONFIGS:
-        # K = 100 needs steps past 100 to check at all: 200 measured steps.
-        steps = max(steps, 200)
+        # The default period (256) checks twice in 600 measured steps.
+        steps = max(steps, 600)
         common = ["--model", model, "--batch", str(batch), "--steps", str(steps),
                   "--mode", "ddp"]
-        samples = {name: [] for name, _ in SETTINGS}
+        samples = {name: [] for name, _, _ in SETTINGS}
         for rep in range(args.reps):
             order = SETTINGS[rep % len(SETTINGS):] + SETTINGS[:rep % len(SETTINGS)]
-            for name, every in order:
-                r = run([args.bench] + common + ["--check-sync", every],
-                        args.world_size)
+            for name, every, env in order:
+                flags = [] if every is None else ["--check-sync", every]
+                r = run([args.bench] + common + flags, args.world_size,
+                        extra_env=env)
                 samples[name].append(r["mean_ms"])
         med = {name: statistics.median(v) for name, v in samples.items()}
         row = dict(model=model, batch=batch, params=r["params"], samples=samples, **med)
@@ -41,11 +48,13 @@ def main():
     print()
     print(f"{args.world_size} Gloo ranks, 1 thread per rank, {args.reps} alternating "
           "repetitions, step time in ms (the median of each run's mean over its steps)")
-    print("| model | batch/rank | params | off | K=1 | K=100 | K=1/off | K=100/off |")
-    print("|" + "---|" * 8)
+    print("| model | batch/rank | params | off | default | K=1 | K=100 | "
+          "default/off | K=1/off | K=100/off |")
+    print("|" + "---|" * 10)
     for r in rows:
         print(f"| {r['model']} | {r['batch']} | {r['params']} | {r['off']:.3f} | "
-              f"{r['K=1']:.3f} | {r['K=100']:.3f} | {r['K=1'] / r['off']:.3f} | "
+              f"{r['default']:.3f} | {r['K=1']:.3f} | {r['K=100']:.3f} | "
+              f"{r['default'] / r['off']:.3f} | {r['K=1'] / r['off']:.3f} | "
               f"{r['K=100'] / r['off']:.3f} |")
 
 

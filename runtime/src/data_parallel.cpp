@@ -239,10 +239,22 @@ public:
         buffers_.push_back(item.value());
       }
     }
-    track_reducer(this);
     if (!ddp::is_distributed()) {
+      track_reducer(this);
       return; // world size 1: a no-op wrapper
     }
+    try {
+      set_up();
+    } catch (...) {
+      // A wrapper that failed to build is no wrapper: nothing of it stays
+      // registered (the checks at exit would find a dangling one).
+      remove_hooks();
+      throw;
+    }
+    track_reducer(this);
+  }
+
+  void set_up() {
     pg_ = ddp::process_group();
     TORCH_CHECK(pg_, kWho, "distributed, but no process group");
     // A group of one (DDP_GROUP_OF_ONE) goes the whole distributed way too.
@@ -259,9 +271,32 @@ public:
   }
 
   ~Reducer() {
+    check_at_end();
     report_final_state();
     untrack_reducer(this);
     remove_hooks();
+  }
+
+  // The end-of-training sync check: the ranks' parameters compared once
+  // more when the wrapper ends (its destruction, ddp::shutdown, exit), so a
+  // job whose ranks drifted apart never ends quietly. Parameters only:
+  // buffers may legitimately differ after a last forward in training mode.
+  // Skipped while an exception unwinds or the job is already failing: the
+  // other ranks may never reach their check.
+  void check_at_end() noexcept {
+    if (!active() || end_checked_.exchange(true) ||
+        std::uncaught_exceptions() > 0 || job_is_failing()) {
+      return;
+    }
+    try {
+      // As finalize() does: check_in_sync() runs under mutex_.
+      std::lock_guard<std::mutex> lock(mutex_);
+      check_in_sync(stats_.synced_backwards, /*at_end=*/true);
+    } catch (const CollectiveError& e) {
+      end_job(describe(e), FailureKind::kCollective);
+    } catch (const std::exception& e) {
+      end_job(describe(e), FailureKind::kException);
+    }
   }
 
   // Hands the final parameters and buffers to the test observer, once.
@@ -290,6 +325,12 @@ public:
   }
 
   bool active() const { return static_cast<bool>(pg_); }
+  // A collective or check of this wrapper failed (the program may have
+  // caught it): its end check would only fail again, or wait for a peer
+  // that is gone.
+  void mark_failed() { end_checked_ = true; }
+  uint64_t number() const { return number_; }
+  void set_number(uint64_t number) { number_ = number; }
   // Whether `module` still holds exactly the parameters this reducer hooked.
   bool holds_parameters_of(torch::nn::Module& module) const {
     const auto params = module.parameters(/*recurse=*/true);
@@ -361,7 +402,12 @@ public:
       auto token = std::make_shared<Token>();
       torch::autograd::Engine::get_default_engine().queue_callback([token] {
         token->ran = true;
-        token->reducer->finalize();
+        try {
+          token->reducer->finalize();
+        } catch (...) {
+          token->reducer->mark_failed();
+          throw;
+        }
       });
       // Armed only once queued: were queue_callback to throw, the token
       // must not take mutex_, which this thread holds.
@@ -389,6 +435,11 @@ private:
     int64_t offset = 0;  // in elements, within the bucket's flat tensor
     int64_t numel = 0;
     bool ready = false;
+    // What the parameter was when it was wrapped: a later to(dtype),
+    // to(device) or a load of another size replaces it under the bucket.
+    c10::ScalarType dtype = c10::ScalarType::Undefined;
+    c10::Device device = c10::Device(c10::kCPU);
+    std::vector<int64_t> sizes;
   };
   struct Bucket {
     // [gradients..., one "has a gradient" flag per parameter]: the flags
@@ -428,6 +479,10 @@ private:
   // none). With gradient_as_bucket_view, param.grad becomes that slot, so
   // from the next step on autograd accumulates straight into the bucket.
   void pack(Slot& slot) {
+    if (const auto change = replacement_of(slot)) {
+      end_checked_ = true;
+      throw std::runtime_error(*change);
+    }
     torch::NoGradGuard no_grad;
     auto view = view_of(slot);
     auto& grad = slot.param.mutable_grad();
@@ -447,6 +502,52 @@ private:
     if (options_.gradient_as_bucket_view() && !grad.requires_grad()) {
       grad = view;
     }
+  }
+
+  // The one-line error for a parameter that no longer is what the wrapper
+  // was built over (dtype, device or size), or nullopt.
+  c10::optional<std::string> replacement_of(const Slot& slot) const {
+    const auto& p = slot.param;
+    if (p.scalar_type() == slot.dtype && p.device() == slot.device &&
+        p.sizes() == c10::IntArrayRef(slot.sizes)) {
+      return c10::nullopt;
+    }
+    return replaced_message(slot.name, slot.dtype, slot.device, slot.sizes, p);
+  }
+
+public:
+  // The name of `param` among this wrapper's parameters when it was
+  // replaced under it (its dtype, device or size changed), else nullopt.
+  c10::optional<std::string> replaced_parameter(const at::TensorImpl* param) {
+    for (const auto& slot : slots_) {
+      if (slot.param.unsafeGetTensorImpl() == param) {
+        if (auto change = replacement_of(slot)) {
+          return change;
+        }
+        // The same parameter, unchanged, yet a new gradient accumulator:
+        // set_data() with a tensor of another type and back.
+        return replaced_message(slot.name, slot.dtype, slot.device, slot.sizes,
+                                slot.param);
+      }
+    }
+    return c10::nullopt;
+  }
+
+private:
+  static std::string replaced_message(const std::string& name,
+                                      c10::ScalarType dtype, c10::Device device,
+                                      const std::vector<int64_t>& sizes,
+                                      const torch::Tensor& now) {
+    std::ostringstream msg;
+    msg << kWho << "parameter '" << name
+        << "' was replaced after the model was wrapped (it was "
+        << c10::toString(dtype) << ' ' << c10::IntArrayRef(sizes) << " on "
+        << device << ", it is " << c10::toString(now.scalar_type()) << ' '
+        << now.sizes() << " on " << now.device()
+        << "): its gradients are no longer averaged, so the ranks would "
+           "train apart. Wrap the model after its last to(dtype), "
+           "to(device) or load";
+    return msg.str();
   }
 
   // Buckets go out strictly in index order on every rank: collectives are
@@ -589,16 +690,24 @@ private:
     ++stats_.synced_backwards;
     if (check_sync_every_ > 0 &&
         stats_.synced_backwards % check_sync_every_ == 0) {
-      check_in_sync(stats_.synced_backwards);
+      try {
+        check_in_sync(stats_.synced_backwards, /*at_end=*/false);
+      } catch (...) {
+        // Said once: a program that catches it gets no second error at the
+        // wrapper's end.
+        end_checked_ = true;
+        throw;
+      }
     }
   }
 
   // The sync check: one checksum per parameter (and buffer, when they are
   // kept equal), all-gathered; every rank sees the same table, so every
   // rank throws the same error, naming the first tensor that differs.
-  void check_in_sync(int64_t step) {
-    const size_t n = all_params_.size() +
-                     (options_.broadcast_buffers() ? buffers_.size() : 0);
+  void check_in_sync(int64_t step, bool at_end) {
+    const size_t n =
+        all_params_.size() +
+        (options_.broadcast_buffers() && !at_end ? buffers_.size() : 0);
     if (n == 0) {
       return;
     }
@@ -633,8 +742,10 @@ private:
         continue;
       }
       std::ostringstream msg;
-      msg << kWho << "the ranks are out of sync at step " << step << ": '"
-          << name(i) << "' differs (its sum: " << std::setprecision(17);
+      msg << kWho << "the ranks are out of sync "
+          << (at_end ? "at the end of training, after step " : "at step ")
+          << step << ": '" << name(i)
+          << "' differs (its sum: " << std::setprecision(17);
       constexpr int kShown = 8;
       for (int r = 0; r < world_size_ && r < kShown; ++r) {
         msg << (r ? ", " : "") << "rank " << r << " "
@@ -790,6 +901,9 @@ private:
       slot.param = p;
       slot.name = all_names_[i];
       slot.numel = p.numel();
+      slot.dtype = p.scalar_type();
+      slot.device = p.device();
+      slot.sizes = p.sizes().vec();
       slots_.push_back(std::move(slot));
       auto key =
           std::make_pair(static_cast<int>(p.scalar_type()), p.device().str());
@@ -1023,6 +1137,8 @@ private:
   std::vector<std::string> buffer_names_;
   std::vector<torch::Tensor> buffers_;
   std::atomic<bool> reported_{false};
+  std::atomic<bool> end_checked_{false};
+  uint64_t number_ = 0;
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
@@ -1038,7 +1154,12 @@ private:
 torch::autograd::variable_list
 ReadyHook::operator()(const torch::autograd::variable_list& outputs,
                       const torch::autograd::variable_list& /*inputs*/) {
-  reducer_->mark_ready(index_);
+  try {
+    reducer_->mark_ready(index_);
+  } catch (...) {
+    reducer_->mark_failed();
+    throw;
+  }
   return outputs;
 }
 
@@ -1048,31 +1169,67 @@ std::mutex& live_reducers_mutex() {
   static auto* mutex = new std::mutex;
   return *mutex;
 }
-std::set<Reducer*>& live_reducers() {
-  static auto* reducers = new std::set<Reducer*>;
+// In the order of construction, which is the same on every rank: the end
+// checks at exit are collectives and must run in one order everywhere.
+std::map<uint64_t, Reducer*>& live_reducers() {
+  static auto* reducers = new std::map<uint64_t, Reducer*>;
   return *reducers;
+}
+uint64_t next_reducer_number = 0;
+
+std::vector<Reducer*> live_reducers_in_order() {
+  std::lock_guard<std::mutex> lock(live_reducers_mutex());
+  std::vector<Reducer*> reducers;
+  for (const auto& item : live_reducers()) {
+    reducers.push_back(item.second);
+  }
+  return reducers;
 }
 
 void report_live_reducers_at_exit() {
-  std::lock_guard<std::mutex> lock(live_reducers_mutex());
-  for (Reducer* reducer : live_reducers()) {
+  // Those still alive at exit (ddp::distribute's, or a wrapper on the stack
+  // of a program that called exit()) are checked and reported now.
+  check_live_wrappers_at_end();
+  for (Reducer* reducer : live_reducers_in_order()) {
     reducer->report_final_state();
   }
 }
 
 } // namespace
 
+void check_live_wrappers_at_end() {
+  for (Reducer* reducer : live_reducers_in_order()) {
+    reducer->check_at_end();
+  }
+}
+
+c10::optional<std::string>
+wrapped_parameter_replaced(const at::TensorImpl* param) {
+  for (Reducer* reducer : live_reducers_in_order()) {
+    if (auto message = reducer->replaced_parameter(param)) {
+      return message;
+    }
+  }
+  return c10::nullopt;
+}
+
+bool is_wrapped_accumulator(const torch::autograd::Node* node) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  return registry().count(node) != 0;
+}
+
 void track_reducer(Reducer* reducer) {
   // Registered after LibTorch's statics exist, so it runs before they go.
   static const bool at_exit = std::atexit(report_live_reducers_at_exit) == 0;
   (void)at_exit;
   std::lock_guard<std::mutex> lock(live_reducers_mutex());
-  live_reducers().insert(reducer);
+  reducer->set_number(next_reducer_number++);
+  live_reducers().emplace(reducer->number(), reducer);
 }
 
 void untrack_reducer(Reducer* reducer) {
   std::lock_guard<std::mutex> lock(live_reducers_mutex());
-  live_reducers().erase(reducer);
+  live_reducers().erase(reducer->number());
 }
 
 } // namespace detail

@@ -493,21 +493,32 @@ Launcher launcher() {
   return to_launcher(s.env.launcher);
 }
 
-int rank() { return state().env.rank; }
-int world_size() { return state().env.world_size; }
-int local_rank() {
-  auto& s = state();
-  if (s.initialized) {
-    return s.env.local_rank;
-  }
-  // Before init(): what the environment says, quietly.
+namespace {
+/// Before init() (a static object's constructor that prints, before main):
+/// what the launcher's environment says, quietly; one process without one.
+detail::EnvConfig environment_before_init() {
   try {
     return detail::read_environment(detail::process_environment(), std::nullopt,
-                                    "", std::chrono::minutes(1))
-        .local_rank;
+                                    "", std::chrono::minutes(1));
   } catch (const std::exception&) {
-    return 0;
+    return detail::EnvConfig{};
   }
+}
+} // namespace
+
+int rank() {
+  auto& s = state();
+  return s.initialized ? s.env.rank : environment_before_init().rank;
+}
+int world_size() {
+  auto& s = state();
+  return s.initialized ? s.env.world_size
+                       : environment_before_init().world_size;
+}
+int local_rank() {
+  auto& s = state();
+  return s.initialized ? s.env.local_rank
+                       : environment_before_init().local_rank;
 }
 int local_world_size() { return state().env.local_world_size; }
 bool is_main_process() { return rank() == 0; }
@@ -758,6 +769,9 @@ void broadcast(torch::Tensor& tensor, int src) {
 }
 
 void shutdown() {
+  // The end-of-training sync check of the wrappers that outlive the group
+  // (ddp::distribute's), while it still exists.
+  detail::check_live_wrappers_at_end();
   auto& s = state();
   c10::intrusive_ptr<c10d::ProcessGroup> group;
   c10::intrusive_ptr<c10d::Store> store;

@@ -20,6 +20,7 @@ namespace detail {
 namespace {
 
 std::atomic<bool> g_recorded{false};
+std::atomic<bool> g_failing{false};
 int g_rank = 0;
 int g_world_size = 1;
 std::terminate_handler g_previous = nullptr;
@@ -89,15 +90,30 @@ bool write_file(const std::string& path, const std::string& text) {
   } catch (...) {
     message = "an exception that is not a std::exception";
   }
-  record_failure(message, FailureKind::kException);
+  end_job(message, FailureKind::kException);
+}
+
+} // namespace
+
+bool job_is_failing() { return g_failing.load(); }
+
+void end_job(const std::string& message, FailureKind kind) {
+  // The first caller speaks; another thread failing at the same time waits
+  // for it to end the process.
+  if (g_failing.exchange(true)) {
+    for (;;) {
+      ::pause();
+    }
+  }
+  record_failure(message, kind);
+  // What the program printed so far still reaches its reader.
+  std::fflush(nullptr);
   const std::string line = "ddp: rank " + std::to_string(g_rank) + " of " +
                            std::to_string(g_world_size) + " on " + host_name() +
                            " ends: " + message + "\n";
   (void)!::write(2, line.data(), line.size());
   std::_Exit(1);
 }
-
-} // namespace
 
 std::string describe(const std::exception& e) {
   std::string what = e.what();

@@ -35,6 +35,16 @@ void record_failure(const std::string& message, FailureKind kind);
 /// terminate without an exception still goes to the previous handler.
 void install_fault_handler(int rank, int world_size);
 
+/// Ends this rank now: the record above, one line on stderr ("ddp: rank R
+/// of W on HOST ends: MESSAGE") and exit code 1, without running exit
+/// handlers (they may hold collectives the other ranks never reach). For
+/// the safety nets that cannot throw into the program (destructors, exit,
+/// autograd callbacks). stdout is flushed first.
+[[noreturn]] void end_job(const std::string& message, FailureKind kind);
+
+/// Whether this rank is already ending (end_job, the fault handler).
+bool job_is_failing();
+
 /// Throws ddp::CollectiveError for a collective `what_op` that failed with
 /// `e` on this rank (message with rank, host and timeout), after
 /// record_failure(kCollective). Defined in distributed.cpp.

@@ -1038,7 +1038,8 @@ TEST(SyncCheck, EnvironmentTurnsItOnAndOff) {
   ddp_test::run_ranks(
       2,
       [] {
-        // Option off, DDP_CHECK_SYNC=1: found at the next step.
+        // The option's default period, DDP_CHECK_SYNC=1: found at the next
+        // step.
         const std::string error = train_with_sync_check(
             ddp::DistributedDataParallelOptions(), 4, /*skewed_rank=*/0,
             /*skew_after=*/2);
@@ -1052,12 +1053,26 @@ TEST(SyncCheck, EnvironmentTurnsItOnAndOff) {
   ddp_test::run_ranks(
       2,
       [] {
-        const std::string error = train_with_sync_check(
-            ddp::DistributedDataParallelOptions().check_sync_every(1), 4,
-            /*skewed_rank=*/0, /*skew_after=*/2);
-        EXPECT_EQ(error, "");
+        // DDP_CHECK_SYNC=0 turns the periodic check off (the check at the
+        // wrapper's end stays: test_safety_nets).
+        auto model = make_net(7);
+        ddp::DistributedDataParallel model_ddp(
+            model, ddp::DistributedDataParallelOptions().check_sync_every(1));
+        auto opt = make_sgd(*model);
+        for (int step = 0; step < 4; ++step) {
+          auto [x, y] = local_batch(step);
+          opt->zero_grad();
+          torch::mse_loss(model_ddp(x), y).backward();
+          opt->step();
+        }
+        EXPECT_EQ(model_ddp.stats().sync_checks, 0);
+        EXPECT_EQ(model_ddp.stats().synced_backwards, 4);
       },
       off);
+}
+
+TEST(SyncCheck, DefaultPeriodIsAFewHundredSteps) {
+  EXPECT_EQ(ddp::DistributedDataParallelOptions().check_sync_every(), 256);
 }
 
 } // namespace

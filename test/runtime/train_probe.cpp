@@ -1,7 +1,7 @@
-// A small training program for the tests of the unwrapped-training warning
-// (test_unwrapped_warning.cpp): a linear model, SGD, two epochs. It writes
-// "step N" to stderr after every optimizer step and "done" before it
-// returns, so that a test can tell when the runtime's warning came. The mode
+// A small training program for the tests of the runtime's safety nets
+// (test_safety_nets.cpp) and of ddprun: a linear model, SGD, two epochs. It
+// writes "step N" to stderr after every optimizer step and "done" before it
+// returns, so that a test can tell when the runtime spoke. The mode
 // argument selects how it is (not) made data parallel:
 //   loader          ddp::make_data_loader, no wrapper
 //   loader-workers  the same with two loader worker threads
@@ -26,6 +26,18 @@
 //   desync N K      a DistributedDataParallel trained N steps; after step
 //                   K's update the last rank changes the bias on its own:
 //                   what the sync check (DDP_CHECK_SYNC) must stop
+//   partial         a DistributedDataParallel over the model and a second,
+//                   unwrapped Linear(4, 2) head trained by its own SGD
+//   convert-after-wrap
+//                   a DistributedDataParallel, then model->to(kDouble):
+//                   the parameters replaced under the wrapper
+//   input-grad      a DistributedDataParallel; every batch's input requires
+//                   grad (an input-gradient saliency term): a leaf outside
+//                   the wrapper that is never stepped
+//   target-net      a DistributedDataParallel over the model and a target
+//                   copy soft-updated under NoGradGuard, never trained
+//   static          prints, from a static object's constructor (before
+//                   main), "static main <is_main_process()> rank <rank()>"
 //   fail-first A N K
 //                   says "attempt <TORCHELASTIC_RESTART_COUNT> of max
 //                   <TORCHELASTIC_MAX_RESTARTS>", then trains a
@@ -49,6 +61,18 @@
 namespace {
 
 int step = 0;
+
+// A global options object that speaks before main (the "static" mode reads
+// what it said).
+struct EarlyWords {
+  EarlyWords() {
+    const char* mode = std::getenv("DDP_TRAIN_PROBE_STATIC");
+    if (mode != nullptr && std::string(mode) == "1") {
+      std::cerr << "static main " << ddp::is_main_process() << " rank "
+                << ddp::rank() << std::endl;
+    }
+  }
+} early_words;
 
 struct Pairs : torch::data::datasets::Dataset<Pairs> {
   Pairs(torch::Tensor x, torch::Tensor y) : x(std::move(x)), y(std::move(y)) {}
@@ -165,6 +189,76 @@ int main(int argc, char** argv) {
         model->bias.add_(1.0);
       }
     }
+  } else if (mode == "partial") {
+    ddp::DistributedDataParallel model_ddp(model);
+    torch::nn::Linear head(4, 2);
+    torch::optim::SGD head_optimizer(head->parameters(),
+                                     torch::optim::SGDOptions(0.1));
+    auto loader = make_loader(0);
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      for (auto& batch : *loader) {
+        optimizer.zero_grad();
+        head_optimizer.zero_grad();
+        auto loss = torch::mse_loss(model->forward(batch.data), batch.target) +
+                    head->forward(batch.data).pow(2).mean();
+        loss.backward();
+        optimizer.step();
+        head_optimizer.step();
+        std::cerr << "step " << step++ << std::endl;
+      }
+    }
+  } else if (mode == "convert-after-wrap") {
+    ddp::DistributedDataParallel model_ddp(model);
+    model->to(torch::kDouble);
+    torch::optim::SGD double_optimizer(model->parameters(),
+                                       torch::optim::SGDOptions(0.1));
+    auto loader = make_loader(0);
+    for (auto& batch : *loader) {
+      double_optimizer.zero_grad();
+      auto loss = torch::mse_loss(model->forward(batch.data.to(torch::kDouble)),
+                                  batch.target.to(torch::kDouble));
+      loss.backward();
+      double_optimizer.step();
+      std::cerr << "step " << step++ << std::endl;
+    }
+  } else if (mode == "input-grad") {
+    ddp::DistributedDataParallel model_ddp(model);
+    auto loader = make_loader(0);
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      for (auto& batch : *loader) {
+        optimizer.zero_grad();
+        auto input = batch.data.clone().requires_grad_(true);
+        auto loss = torch::mse_loss(model->forward(input), batch.target);
+        loss.backward();
+        optimizer.step();
+        std::cerr << "step " << step++ << " saliency "
+                  << input.grad().abs().sum().item<float>() << std::endl;
+      }
+    }
+  } else if (mode == "target-net") {
+    ddp::DistributedDataParallel model_ddp(model);
+    torch::nn::Linear target_net(4, 1);
+    {
+      torch::NoGradGuard no_grad;
+      target_net->weight.copy_(model->weight);
+      target_net->bias.copy_(model->bias);
+    }
+    auto loader = make_loader(0);
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      for (auto& batch : *loader) {
+        torch::Tensor goal;
+        {
+          torch::NoGradGuard no_grad;
+          goal = 0.5 * (batch.target + target_net->forward(batch.data));
+        }
+        train_step(model, optimizer, batch.data, goal);
+        torch::NoGradGuard no_grad;
+        target_net->weight.mul_(0.9).add_(model->weight, 0.1);
+        target_net->bias.mul_(0.9).add_(model->bias, 0.1);
+      }
+    }
+  } else if (mode == "static") {
+    // The words came before main.
   } else if (mode == "fail-first" && argc > 4) {
     const char* count = std::getenv("TORCHELASTIC_RESTART_COUNT");
     const char* max = std::getenv("TORCHELASTIC_MAX_RESTARTS");

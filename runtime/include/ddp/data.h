@@ -104,10 +104,9 @@ size_t next_batch_size(size_t remaining, size_t batch_size, size_t taken,
 /// Resolves and checks the rank and world size of `options`.
 std::pair<int64_t, int64_t> resolve_shard(const ShardOptions& options);
 
-/// The safety net for unwrapped training (docs/runtime-ddp.md): warns once,
-/// on rank 0, if a backward pass ran under a launcher and no
-/// DistributedDataParallel was ever constructed. Cheap after the first call
-/// that decides it.
+/// Kept for programs built against an older <ddp/data.h>: the safety net
+/// for unwrapped training (docs/runtime-ddp.md) now watches backward passes
+/// itself. Does nothing.
 void check_unwrapped_training();
 
 /// Whether T is a torch sampler (derives from Sampler<T::BatchRequestType>).
@@ -225,10 +224,6 @@ public:
     if (s.world_size == 1) {
       return s.inner.next(batch_size);
     }
-    // A batch request after the loop's first backward pass: the earliest
-    // point where unwrapped training is certain (a loader with workers
-    // prefetches at begin(), before any step, then asks once per batch).
-    detail::check_unwrapped_training();
     if (!s.built) {
       build(c10::nullopt);
     }

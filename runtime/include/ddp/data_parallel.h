@@ -85,8 +85,11 @@ struct DistributedDataParallelOptions {
   /// tensor. Parameters that differ (a rank changed one behind the
   /// wrapper's back) end every rank with an error naming the first that
   /// differs, the step and the ranks' checksums. 0: never. The environment
-  /// variable DDP_CHECK_SYNC overrides it.
-  TORCH_ARG(int64_t, check_sync_every) = 0;
+  /// variable DDP_CHECK_SYNC overrides it. Whatever the period, the
+  /// parameters are compared once more when the wrapper ends (its
+  /// destruction, ddp::shutdown() or exit), and a difference ends the job
+  /// with one line.
+  TORCH_ARG(int64_t, check_sync_every) = 256;
 };
 
 /// Communication counters, cumulative since construction or reset_stats().
