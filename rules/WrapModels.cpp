@@ -4,11 +4,15 @@
 // (its construction, make_unique/new of one, add_param_group), directly or
 // through a local vector. It is placed by `x.to(<torch::Device>)` on the
 // model itself or, when it has no placement of its own, on a helper's
-// parameter or a class member it was handed to. The wrap goes right after
-// the placement: a named local wrapper when the placement sits in the block
-// declaring the model (it dies just before the model), else
-// ddp::distribute(...), which lasts until exit and is idempotent at run time
-// (a helper called every epoch, several models through one helper).
+// parameter or a class member it was handed to. The wrap goes after the
+// placement and the model's later conversions before training (a dtype
+// change, a load; out of branches that do not train it): a named local
+// wrapper when that point is in the block declaring the model (it dies just
+// before the model), else ddp::distribute(...), which lasts until exit and
+// is idempotent at run time (a helper called every epoch, several models
+// through one helper). A module class whose constructor builds an optimizer
+// over its own parameters() (reinforcement-learning networks) ends that
+// constructor with ddp::distribute(*this): every instance is wrapped.
 //
 //===----------------------------------------------------------------------===//
 
@@ -95,6 +99,16 @@ const ValueDecl *modelDeclOf(const Expr *E) {
   return nullptr;
 }
 
+/// The `this` a member call on the module itself is made on: `parameters()`,
+/// `this->parameters()`, `(*this).parameters()`; nullptr for anything else.
+const CXXThisExpr *thisOf(const Expr *E) {
+  E = skipImplicit(E);
+  if (const auto *Unary = dyn_cast_or_null<UnaryOperator>(E))
+    if (Unary->getOpcode() == UO_Deref)
+      E = skipImplicit(Unary->getSubExpr());
+  return dyn_cast_or_null<CXXThisExpr>(E);
+}
+
 bool derivesFrom(const CXXRecordDecl *Class, llvm::StringRef QualifiedName) {
   if (!Class)
     return false;
@@ -156,6 +170,30 @@ bool isModuleType(QualType Type) {
         return true;
   return wrapsDerived(Class, {"std::shared_ptr", "torch::nn::ModuleHolder"},
                       "torch::nn::Module");
+}
+
+/// The module class a value of Type is or holds: Net for `Net`, `NetImpl`
+/// for a TORCH_MODULE holder or a std::shared_ptr<NetImpl>; nullptr else.
+const CXXRecordDecl *moduleClassOf(QualType Type, int Depth = 0) {
+  const CXXRecordDecl *Class = classOf(Type);
+  if (!Class || Depth > 8)
+    return nullptr;
+  if (derivesFrom(Class, "torch::nn::Module"))
+    return Class;
+  if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(Class)) {
+    std::string Name = Spec->getQualifiedNameAsString();
+    if ((Name == "std::shared_ptr" || Name == "torch::nn::ModuleHolder") &&
+        Spec->getTemplateArgs().size() > 0 &&
+        Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type)
+      return moduleClassOf(Spec->getTemplateArgs()[0].getAsType(), Depth + 1);
+    return nullptr;
+  }
+  if (!Class->hasDefinition())
+    return nullptr;
+  for (const CXXBaseSpecifier &Base : Class->bases())
+    if (const CXXRecordDecl *Held = moduleClassOf(Base.getType(), Depth + 1))
+      return Held;
+  return nullptr;
 }
 
 bool isLoop(const Stmt *S) {
@@ -233,10 +271,12 @@ public:
     ParamCalls.clear();
     Placements.clear();
     Wrapped.clear();
+    WrappedClasses.clear();
     Edges.clear();
     VarRefs.clear();
     Opaque.clear();
     Loops.clear();
+    Steps.clear();
     InitialisesDdp = false;
     HasMain = false;
     Trains = false;
@@ -255,17 +295,23 @@ public:
         Placements.push_back(Call);
     } else if (const auto *Wrapper =
                    Nodes.getNodeAs<CXXConstructExpr>("wrapper")) {
-      for (const Expr *Arg : Wrapper->arguments())
+      for (const Expr *Arg : Wrapper->arguments()) {
         if (const ValueDecl *Decl = modelDeclOf(Arg))
           Wrapped.insert(canonical(Decl));
+        else if (const CXXThisExpr *This = thisOf(Arg))
+          WrappedClasses.insert(classOf(This->getType()));
+      }
     } else if (const auto *Main = Nodes.getNodeAs<FunctionDecl>("main")) {
       HasMain |= Locator.isInRoot(*Context, Main->getLocation());
     } else if (Nodes.getNodeAs<CallExpr>("init")) {
       InitialisesDdp = true;
     } else if (const auto *Call = Nodes.getNodeAs<CallExpr>("distribute")) {
-      if (Call->getNumArgs() > 0)
+      if (Call->getNumArgs() > 0) {
         if (const ValueDecl *Decl = modelDeclOf(Call->getArg(0)))
           Wrapped.insert(canonical(Decl));
+        else if (const CXXThisExpr *This = thisOf(Call->getArg(0)))
+          WrappedClasses.insert(classOf(This->getType()));
+      }
     } else if (const auto *Call = Nodes.getNodeAs<CallExpr>("call")) {
       noteTraining(Call);
       if (!isa<CXXOperatorCallExpr>(Call))
@@ -313,6 +359,14 @@ private:
     const ValueDecl *Decl = nullptr;
     /// A parameters() call reaching its optimizer: where a report goes.
     const CXXMemberCallExpr *Site = nullptr;
+  };
+
+  /// A module class whose own parameters() reach an optimizer, per function
+  /// (constructor) where they do.
+  struct SelfRoot {
+    const CXXRecordDecl *Class;
+    const FunctionDecl *Function;
+    const CXXMemberCallExpr *Site;
   };
 
   /// A chosen wrap point.
@@ -370,8 +424,6 @@ private:
   /// An optimizer step, or a call of the program's own code whose body this
   /// unit does not hold (it may train), in the program's code: it trains.
   void noteTraining(const CallExpr *Call) {
-    if (Trains)
-      return;
     bool Step = false;
     if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
       if (const CXXMethodDecl *Method = Member->getMethodDecl())
@@ -381,8 +433,10 @@ private:
     bool Unseen = !Step && Callee && !Callee->isDefined() &&
                   !Callee->getBuiltinID() &&
                   Locator.isInRoot(*Context, Callee->getLocation());
-    Trains =
-        (Step || Unseen) && Locator.isInRoot(*Context, Call->getBeginLoc());
+    bool InRoot = Locator.isInRoot(*Context, Call->getBeginLoc());
+    if (Step && InRoot)
+      Steps.push_back(cast<CXXMemberCallExpr>(Call));
+    Trains |= (Step || Unseen) && InRoot;
   }
 
   /// LibTorch and the standard library, which never place a model they are
@@ -548,13 +602,20 @@ private:
 
   void collectRoots() {
     Roots.clear();
+    SelfRoots.clear();
     for (const CXXMemberCallExpr *Call : ParamCalls) {
       const ValueDecl *Model = modelDeclOf(Call->getImplicitObjectArgument());
-      if (!Model)
+      const CXXThisExpr *This =
+          Model ? nullptr : thisOf(Call->getImplicitObjectArgument());
+      if (!Model && !This)
         continue;
       llvm::SmallPtrSet<const VarDecl *, 8> Visited;
       if (!flowsToOptimizer(Call, Visited))
         continue;
+      if (This) {
+        noteSelfRoot(This, Call);
+        continue;
+      }
       // A template's pattern: its instantiations are followed instead.
       if (Model->getDeclContext()->isDependentContext())
         continue;
@@ -565,6 +626,35 @@ private:
       if (!Known)
         Roots.push_back({Model, Call});
     }
+  }
+
+  /// A module class that trains its own parameters (`optimizer(parameters(),
+  /// ...)` in its constructor, typical of reinforcement-learning networks
+  /// that each own an Adam): every instance is a trained model.
+  void noteSelfRoot(const CXXThisExpr *This, const CXXMemberCallExpr *Call) {
+    const CXXRecordDecl *Class = classOf(This->getType());
+    const FunctionDecl *Function = enclosingFunction(Call);
+    // A template's pattern: its instantiations are followed instead.
+    if (!Class || !Function || Function->isDependentContext())
+      return;
+    for (const SelfRoot &R : SelfRoots)
+      if (R.Function == Function)
+        return;
+    SelfRoots.push_back({Class, Function, Call});
+  }
+
+  /// The function whose body or member initialisers hold S.
+  const FunctionDecl *enclosingFunction(const Stmt *S) const {
+    DynTypedNode Node = DynTypedNode::create(*S);
+    for (int Depth = 0; Depth < 64; ++Depth) {
+      DynTypedNodeList Parents = Context->getParents(Node);
+      if (Parents.empty())
+        return nullptr;
+      Node = Parents[0];
+      if (const auto *Function = Node.get<FunctionDecl>())
+        return Function;
+    }
+    return nullptr;
   }
 
   /// Decls the model reaches through calls and copies (Forward) or that
@@ -728,11 +818,21 @@ private:
   }
 
   void decide() {
+    // Module classes that wrap each of their instances: the instances are
+    // not wrapped again (two wrappers on one module fail at run time).
+    std::set<const CXXRecordDecl *> Distributed(WrappedClasses.begin(),
+                                                WrappedClasses.end());
+    for (const SelfRoot &R : SelfRoots)
+      if (!Distributed.count(R.Class) && !instanceWrapped(R.Class))
+        wrapSelf(R);
+    for (const SelfRoot &R : SelfRoots)
+      Distributed.insert(R.Class);
     DirectWraps Direct;
     AliasWraps ViaAlias;
     std::vector<std::pair<const ValueDecl *, const Root *>> Unplaced;
     for (const Root &R : Roots) {
-      if (isWrapped(R.Decl))
+      if (isWrapped(R.Decl) ||
+          Distributed.count(moduleClassOf(R.Decl->getType())))
         continue;
       // A helper's parameter stands for its callers' models: the model
       // itself when it has a placement (or a hand-over) of its own, else each
@@ -770,6 +870,122 @@ private:
     for (const auto &[Model, Owner] : Unplaced)
       if (Made.insert(Model).second)
         wrapWhereMade(Model, *Owner);
+    reportUntracedSteps(Distributed);
+  }
+
+  /// An optimizer a module class owns, stepped, whose model ddpify found no
+  /// way to (its parameters() nowhere reaching it: a default member
+  /// initialiser, parameters handed in from outside): an error item, since
+  /// every rank would train that model alone. Only where every constructor
+  /// of the class is in this unit (else another unit sees how it is built).
+  void reportUntracedSteps(const std::set<const CXXRecordDecl *> &Covered) {
+    std::set<const FieldDecl *> Reported;
+    for (const CXXMemberCallExpr *Step : Steps) {
+      const auto *Field = dyn_cast_or_null<FieldDecl>(
+          modelDeclOf(Step->getImplicitObjectArgument()));
+      const auto *Class =
+          Field ? dyn_cast<CXXRecordDecl>(Field->getParent()) : nullptr;
+      if (!Class || !derivesFrom(Class, "torch::nn::Module") ||
+          Covered.count(Class) || instanceWrapped(Class) ||
+          !Reported.insert(Field).second)
+        continue;
+      bool Traced = false;
+      for (const Root &R : Roots)
+        Traced |= moduleClassOf(R.Decl->getType()) == Class ||
+                  (isa<FieldDecl>(R.Decl) &&
+                   cast<FieldDecl>(R.Decl)->getParent() == Class);
+      bool Elsewhere = false;
+      for (const CXXConstructorDecl *Ctor : Class->ctors())
+        Elsewhere |= !Ctor->isImplicit() && !Ctor->isDefined();
+      if (Traced || Elsewhere)
+        continue;
+      std::string Name = Class->getNameAsString();
+      reportAt(Step, "optimizer '" + Field->getName().str() +
+                         "' of module class '" + Name +
+                         "' is stepped, but ddpify cannot tell which model "
+                         "it trains (its parameters do not come from a "
+                         "parameters() call in a constructor); wrap the "
+                         "model it trains by hand once that is placed and "
+                         "converted (ddp::distribute(model); for a module "
+                         "that trains itself, ddp::distribute(*this); at "
+                         "the end of its constructor)");
+    }
+  }
+
+  /// Whether a model of Class is wrapped by hand somewhere in this unit.
+  bool instanceWrapped(const CXXRecordDecl *Class) const {
+    for (const ValueDecl *Decl : Wrapped)
+      if (moduleClassOf(Decl->getType()) == Class)
+        return true;
+    return false;
+  }
+
+  /// A module that builds its optimizer over its own parameters:
+  /// `ddp::distribute(*this);` at the end of that constructor, after its
+  /// placement and any conversion there, so every instance is wrapped where
+  /// it is built. An instance no optimizer steps (a target network only
+  /// copied into) gets no gradient and so no all-reduce: the wrap only
+  /// broadcasts rank 0's parameters once, which every rank does in the same
+  /// order as it builds the same objects.
+  void wrapSelf(const SelfRoot &R) {
+    std::string Class = R.Class->getNameAsString();
+    std::string How = "; wrap each instance by hand after its last placement "
+                      "or conversion (ddp::distribute(*this); at the end of "
+                      "its constructor)";
+    const auto *Ctor = dyn_cast<CXXConstructorDecl>(R.Function);
+    const auto *Body =
+        Ctor ? dyn_cast_or_null<CompoundStmt>(Ctor->getBody()) : nullptr;
+    if (!Ctor) {
+      reportAt(R.Site, "module class '" + Class +
+                           "' builds an optimizer over its own parameters in "
+                           "'" +
+                           R.Function->getNameAsString() +
+                           "', not in a constructor: ddpify cannot tell "
+                           "where its instances are ready to wrap; wrap each "
+                           "by hand once it is placed and converted "
+                           "(ddp::distribute(*this); after that optimizer "
+                           "is built)");
+      return;
+    }
+    if (!Body || Body->getRBracLoc().isMacroID()) {
+      reportAt(R.Site, "module class '" + Class +
+                           "' builds an optimizer over its own parameters in "
+                           "a constructor with no body ddpify can edit" +
+                           How);
+      return;
+    }
+    Finding F = Locator.make(*Context, SourceRange(Body->getRBracLoc()), "R6",
+                             checkName());
+    if (F.FilePath.empty()) {
+      reportAt(R.Site, "module class '" + Class +
+                           "' builds an optimizer over its own parameters in "
+                           "a constructor ddpify does not edit" +
+                           How);
+      return;
+    }
+    const SourceManager &SM = Context->getSourceManager();
+    std::string Wrap = "ddp::distribute(*this);";
+    bool StartsLine = false;
+    std::string Indent = indentationOf(SM, Body->getRBracLoc(), StartsLine);
+    std::string Inner = Indent + "  ";
+    if (!Body->body_empty()) {
+      bool FirstStarts = false;
+      std::string First =
+          indentationOf(SM, Body->body_front()->getBeginLoc(), FirstStarts);
+      if (FirstStarts)
+        Inner = First;
+    }
+    if (StartsLine)
+      F.Offset -= Indent.size();
+    F.Length = 0;
+    F.replaceRangeWith((StartsLine ? "" : " ") +
+                       statementsText({Wrap}, StartsLine, Inner));
+    F.Message = "module class '" + Class +
+                "' trains its own parameters with an optimizer it builds: "
+                "every instance gets no gradient averaging across processes; "
+                "'" +
+                Wrap + "' at the end of its constructor wraps each one";
+    Findings.push_back(std::move(F));
   }
 
   // --- The wrap point ------------------------------------------------------
@@ -912,6 +1128,10 @@ private:
                          How);
       return;
     }
+    // The wrap comes after the model's last conversion before training
+    // (`to(torch::kDouble)`, a load into it), also in a branch: a wrapper
+    // built before would hold parameters the conversion replaces.
+    bool Moved = afterConversions(Model, DeclBlock, Statement, Block);
     bool Distribute = ForceDistribute || !IsLocal || Block != DeclBlock;
     std::string Object = objectText(Call);
     if (Object.empty()) {
@@ -921,10 +1141,8 @@ private:
                          How);
       return;
     }
-    // After the statement's `;`, on a line of its own.
-    SourceLocation AfterSemi = Lexer::findLocationAfterToken(
-        Statement->getEndLoc(), tok::semi, SM, Context->getLangOpts(),
-        /*SkipTrailingWhitespaceAndNewLine=*/false);
+    // After the statement's `;` (or a block's `}`), on a line of its own.
+    SourceLocation AfterSemi = afterStatement(Statement);
     unsigned Offset = 0;
     if (AfterSemi.isInvalid() ||
         !Locator.offsetIn(*Context, F, AfterSemi, Offset)) {
@@ -970,8 +1188,157 @@ private:
         "' gets no gradient averaging across processes; " +
         (Distribute ? "ddp::distribute(" + Object + ")"
                     : wrapperClass() + " " + WrapperName + "(" + Object + ")") +
-        " after its placement wraps it";
+        (Moved ? " after its last conversion before training wraps it"
+               : " after its placement wraps it");
     Findings.push_back(std::move(F));
+  }
+
+  /// Where code after S goes: past its `;`, or its `}` when it ends with a
+  /// block; invalid when S has neither.
+  SourceLocation afterStatement(const Stmt *S) const {
+    const SourceManager &SM = Context->getSourceManager();
+    SourceLocation End = S->getEndLoc();
+    llvm::StringRef Last = Lexer::getSourceText(
+        CharSourceRange::getTokenRange(End, End), SM, Context->getLangOpts());
+    if (Last == "}" || Last == ";")
+      return Lexer::getLocForEndOfToken(End, 0, SM, Context->getLangOpts());
+    return Lexer::findLocationAfterToken(
+        End, tok::semi, SM, Context->getLangOpts(),
+        /*SkipTrailingWhitespaceAndNewLine=*/false);
+  }
+
+  bool isModel(const Expr *E, const ValueDecl *Model) const {
+    const ValueDecl *Decl = E ? modelDeclOf(E) : nullptr;
+    return Decl && canonical(Decl) == Model;
+  }
+
+  /// A call that converts or reloads Model in place: `to(...)` of any kind,
+  /// `load(archive)`, `torch::load(model, ...)`, or a function of the
+  /// program named like a loader that it is handed to.
+  bool isConversion(const Stmt *S, const ValueDecl *Model) const {
+    if (const auto *Member = dyn_cast<CXXMemberCallExpr>(S)) {
+      const CXXMethodDecl *Method = Member->getMethodDecl();
+      if (Method && Method->getIdentifier() &&
+          (Method->getName() == "to" || Method->getName() == "load") &&
+          derivesFrom(Method->getParent(), "torch::nn::Module"))
+        return isModel(Member->getImplicitObjectArgument(), Model);
+    }
+    const auto *Call = dyn_cast<CallExpr>(S);
+    const FunctionDecl *Callee = Call ? Call->getDirectCallee() : nullptr;
+    if (!Callee || !Callee->getIdentifier() || isa<CXXOperatorCallExpr>(Call))
+      return false;
+    std::string Name = Callee->getQualifiedNameAsString();
+    bool Loader =
+        Name == "torch::load" ||
+        (!isLibraryFunction(Callee) &&
+         llvm::StringRef(Callee->getName()).contains_insensitive("load"));
+    return Loader && llvm::any_of(Call->arguments(), [&](const Expr *Arg) {
+             return isModel(Arg, Model);
+           });
+  }
+
+  /// Whether S may train Model, or hand it on to what may: a loop or a
+  /// lambda, an optimizer step, the model's forward, the model given to a
+  /// function or class of the program that is not a loader.
+  bool trainsIn(const Stmt *S, const ValueDecl *Model) const {
+    if (!S)
+      return false;
+    if (isLoop(S) || isa<LambdaExpr>(S))
+      return true;
+    if (isConversion(S, Model))
+      return false;
+    if (const auto *Member = dyn_cast<CXXMemberCallExpr>(S))
+      if (const CXXMethodDecl *Method = Member->getMethodDecl())
+        if (Method->getIdentifier() &&
+            ((Method->getName() == "step" &&
+              isOptimizerType(
+                  Member->getImplicitObjectArgument()->getType())) ||
+             (Method->getName() == "forward" &&
+              isModel(Member->getImplicitObjectArgument(), Model))))
+          return true;
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S))
+      if (Op->getOperator() == OO_Call && Op->getNumArgs() > 0 &&
+          isModel(Op->getArg(0), Model))
+        return true;
+    const FunctionDecl *Callee = nullptr;
+    llvm::ArrayRef<const Expr *> Args;
+    if (const auto *Call = dyn_cast<CallExpr>(S)) {
+      Callee = Call->getDirectCallee();
+      Args = llvm::ArrayRef(Call->getArgs(), Call->getNumArgs());
+    } else if (const auto *Construct = dyn_cast<CXXConstructExpr>(S)) {
+      Callee = Construct->getConstructor();
+      Args = llvm::ArrayRef(Construct->getArgs(), Construct->getNumArgs());
+    }
+    if (Callee && !isa<CXXOperatorCallExpr>(S) && !isLibraryFunction(Callee) &&
+        llvm::any_of(Args,
+                     [&](const Expr *Arg) { return isModel(Arg, Model); }))
+      return true;
+    for (const Stmt *Child : S->children())
+      if (trainsIn(Child, Model))
+        return true;
+    return false;
+  }
+
+  bool convertsIn(const Stmt *S, const ValueDecl *Model) const {
+    if (!S)
+      return false;
+    if (isConversion(S, Model))
+      return true;
+    for (const Stmt *Child : S->children())
+      if (convertsIn(Child, Model))
+        return true;
+    return false;
+  }
+
+  /// Moves the wrap point (Statement in Block) past the model's conversions
+  /// on the way to training: out of branches and nested blocks that do not
+  /// train it (up to the block declaring it, or the function's body), so
+  /// every path is wrapped, then past each later statement of that block
+  /// that converts or loads it, until one may train it. True when it moved.
+  bool afterConversions(const ValueDecl *Model, const CompoundStmt *DeclBlock,
+                        const Stmt *&Statement, const CompoundStmt *&Block) {
+    bool Moved = false;
+    while (Block != DeclBlock) {
+      const Stmt *Outer = Block;
+      DynTypedNode Node = DynTypedNode::create(*Outer);
+      const CompoundStmt *OuterBlock = nullptr;
+      while (!OuterBlock) {
+        DynTypedNodeList Parents = Context->getParents(Node);
+        if (Parents.empty())
+          break;
+        Node = Parents[0];
+        if (const auto *If = Node.get<IfStmt>()) {
+          Outer = If;
+          continue;
+        }
+        OuterBlock = Node.get<CompoundStmt>();
+        if (!OuterBlock)
+          break;
+      }
+      if (!OuterBlock || trainsIn(Outer, Model) ||
+          Outer->getBeginLoc().isMacroID() || Outer->getEndLoc().isMacroID())
+        break;
+      Statement = Outer;
+      Block = OuterBlock;
+      Moved = true;
+    }
+    bool Past = false;
+    for (const Stmt *S : Block->body()) {
+      if (S == Statement) {
+        Past = true;
+        continue;
+      }
+      if (!Past)
+        continue;
+      if (trainsIn(S, Model) || S->getBeginLoc().isMacroID() ||
+          S->getEndLoc().isMacroID())
+        break;
+      if (convertsIn(S, Model)) {
+        Statement = S;
+        Moved = true;
+      }
+    }
+    return Moved;
   }
 
   /// The wrapper's class as this language standard spells it: C++14 has no
@@ -1331,6 +1698,11 @@ private:
   std::vector<OpaqueCall> Opaque;
   std::vector<SourceRange> Loops;
   std::vector<Root> Roots;
+  std::vector<SelfRoot> SelfRoots;
+  /// Optimizer step() calls in the program's code.
+  std::vector<const CXXMemberCallExpr *> Steps;
+  /// Classes that call ddp::distribute(*this) (or wrap *this) themselves.
+  std::set<const CXXRecordDecl *> WrappedClasses;
   bool InitialisesDdp = false;
   /// The unit defines main / shows training (ProgramFact).
   bool HasMain = false, Trains = false;
@@ -1339,8 +1711,9 @@ private:
 const RuleInfo WrapModelsRows[] = {
     {"R6", "ddp-unwrapped-model",
      "every model an optimizer trains gets a ddp::DistributedDataParallel "
-     "for as long as it lives (placed on the device first when it is "
-     "not)"},
+     "for as long as it lives, after its last placement or conversion "
+     "(placed on the device first when it is not); a module that builds "
+     "its own optimizer distributes itself in its constructor"},
 };
 } // namespace
 

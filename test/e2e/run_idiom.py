@@ -267,6 +267,29 @@ IDIOMS = {
             r"non-torch-loader: [^\n]*carries 'hidden'[^\n]*\n *for "
             r"\(int64_t start = 0; start \+ window < length; "
             r"start \+= window\)"]}),
+    # An actor-critic agent holding five networks by value, each owning its
+    # Adam and placing itself in its constructor (issue 44): each constructor
+    # ends with ddp::distribute(*this), the target network too (only soft
+    # updates reach it: it is broadcast once and never all-reduced). The
+    # replay data are not sharded: every rank trains on all of it.
+    "rl_agent": dict(
+        exe="rl_agent", args=lambda b, i: [str(b)], models=5,
+        ref_batch=BATCH,
+        edited={"main.cpp": [
+            r"  to\(device\);\n    ddp::distribute\(\*this\);\n  \}\n"
+            r"  torch::Tensor forward\(torch::Tensor state\) \{\n"
+            r"    return torch::tanh",
+            r"this->to\(device\);\n    ddp::distribute\(\*this\);",
+            r"(?s)struct ValueNetwork .*to\(device\);\n"
+            r"    ddp::distribute\(\*this\);"]}),
+    # The model placed, then converted to double on the next line (issue
+    # 44): the wrapper comes after the conversion, over the parameters that
+    # are trained.
+    "double_after_place": dict(
+        exe="double_after_place", args=lambda b, i: [str(b)], models=1,
+        edited={"main.cpp":
+                r"model->to\(torch::kDouble\);\n"
+                r"  ddp::DistributedDataParallel model_ddp\(model\);\n"}),
     # A whole CMake code base (issue 12) in several folders: a static
     # library (C++14) from file(GLOB) in a subdirectory whose header changes,
     # app/ through aux_source_directory, a source listed in an include()d
