@@ -72,43 +72,83 @@ llvm::Expected<std::string> responseFile(const llvm::json::Object &Index,
   return failure("CMake has no " + Kind + " v" + llvm::Twine(Major) + " reply");
 }
 
-/// Frames from the target's definition node up to its outermost call.
-std::vector<CMakeFrame> backtrace(const llvm::json::Object &Target,
-                                  llvm::StringRef SourceDir) {
-  std::vector<CMakeFrame> Frames;
-  const llvm::json::Object *Graph = Target.getObject("backtraceGraph");
-  std::optional<int64_t> Node = Target.getInteger("backtrace");
-  if (!Graph || !Node)
-    return Frames;
-  const llvm::json::Array *Nodes = Graph->getArray("nodes");
-  const llvm::json::Array *Commands = Graph->getArray("commands");
-  const llvm::json::Array *Files = Graph->getArray("files");
-  if (!Nodes || !Commands || !Files)
-    return Frames;
-  // Parents come first in the array; the bound guards a malformed cycle.
-  for (size_t Steps = 0;
-       Node && *Node >= 0 && static_cast<size_t>(*Node) < Nodes->size() &&
-       Steps <= Nodes->size();
-       ++Steps) {
-    const llvm::json::Object *N = (*Nodes)[*Node].getAsObject();
-    if (!N)
-      break;
+/// A target's backtraceGraph (cmake-file-api(7)): its nodes, commands and
+/// files, or none when one of them is missing.
+struct BacktraceGraph {
+  const llvm::json::Array *Nodes = nullptr, *Commands = nullptr,
+                          *Files = nullptr;
+  llvm::StringRef SourceDir;
+
+  BacktraceGraph(const llvm::json::Object &Target, llvm::StringRef SourceDir)
+      : SourceDir(SourceDir) {
+    if (const llvm::json::Object *Graph = Target.getObject("backtraceGraph")) {
+      Nodes = Graph->getArray("nodes");
+      Commands = Graph->getArray("commands");
+      Files = Graph->getArray("files");
+    }
+  }
+  bool valid() const { return Nodes && Commands && Files; }
+
+  const llvm::json::Object *node(std::optional<int64_t> Index) const {
+    if (!valid() || !Index || *Index < 0 ||
+        static_cast<size_t>(*Index) >= Nodes->size())
+      return nullptr;
+    return (*Nodes)[*Index].getAsObject();
+  }
+
+  CMakeFrame frame(const llvm::json::Object &N) const {
     CMakeFrame Frame;
-    std::optional<int64_t> File = N->getInteger("file");
+    std::optional<int64_t> File = N.getInteger("file");
     if (File && *File >= 0 && static_cast<size_t>(*File) < Files->size())
       if (std::optional<llvm::StringRef> Path = (*Files)[*File].getAsString())
         Frame.File = absoluteIn(SourceDir, *Path);
-    Frame.Line = N->getInteger("line").value_or(0);
-    std::optional<int64_t> Command = N->getInteger("command");
+    Frame.Line = N.getInteger("line").value_or(0);
+    std::optional<int64_t> Command = N.getInteger("command");
     if (Command && *Command >= 0 &&
         static_cast<size_t>(*Command) < Commands->size())
       if (std::optional<llvm::StringRef> Name =
               (*Commands)[*Command].getAsString())
         Frame.Command = Name->lower();
-    Frames.push_back(std::move(Frame));
-    Node = N->getInteger("parent");
+    return Frame;
   }
-  return Frames;
+
+  /// Frames from Node up to the top.
+  std::vector<CMakeFrame> backtrace(std::optional<int64_t> Node) const {
+    std::vector<CMakeFrame> Frames;
+    // Parents come first in the array; the bound guards a malformed cycle.
+    for (size_t Steps = 0; Steps <= (valid() ? Nodes->size() : 0); ++Steps) {
+      const llvm::json::Object *N = node(Node);
+      if (!N)
+        break;
+      Frames.push_back(frame(*N));
+      Node = N->getInteger("parent");
+    }
+    return Frames;
+  }
+};
+
+/// The graph's target_link_libraries calls, and the find_package calls that
+/// read TorchConfig.cmake (the parents of its file frames).
+void linksAndTorchFinds(const BacktraceGraph &Graph, CMakeTarget &Target) {
+  if (!Graph.valid())
+    return;
+  for (const llvm::json::Value &Value : *Graph.Nodes) {
+    const llvm::json::Object *N = Value.getAsObject();
+    if (!N)
+      continue;
+    CMakeFrame Frame = Graph.frame(*N);
+    if (Frame.Command == "target_link_libraries") {
+      Target.LinkCalls.push_back(std::move(Frame));
+      continue;
+    }
+    llvm::StringRef Name = llvm::sys::path::filename(Frame.File);
+    if (!Frame.Command.empty() ||
+        (Name != "TorchConfig.cmake" && Name != "torch-config.cmake"))
+      continue;
+    std::vector<CMakeFrame> Find = Graph.backtrace(N->getInteger("parent"));
+    if (!Find.empty() && Find.front().Command == "find_package")
+      Target.TorchFinds.push_back(std::move(Find));
+  }
 }
 
 llvm::Expected<CMakeTarget> readTarget(llvm::StringRef JsonFile,
@@ -128,7 +168,9 @@ llvm::Expected<CMakeTarget> readTarget(llvm::StringRef JsonFile,
       if (const llvm::json::Object *S = Source.getAsObject())
         if (std::optional<llvm::StringRef> SourcePath = S->getString("path"))
           Target.Sources.push_back(absoluteIn(SourceDir, *SourcePath));
-  Target.Definition = backtrace(Object, SourceDir);
+  BacktraceGraph Graph(Object, SourceDir);
+  Target.Definition = Graph.backtrace(Object.getInteger("backtrace"));
+  linksAndTorchFinds(Graph, Target);
   return Target;
 }
 

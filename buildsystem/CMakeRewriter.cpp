@@ -31,7 +31,21 @@ struct ListFile {
   std::optional<size_t> FindTorch, Project;
   bool FindsDdpify = false;
   bool SetsPrefixPath = false;
+  /// Per command, the if() blocks around it, outermost first: the index of
+  /// the block's if() and which of its branches (0 for the if(), then one
+  /// per elseif()/else()) holds the command.
+  std::vector<std::vector<std::pair<size_t, unsigned>>> Branches;
 };
+
+/// Whether commands A and B of File lie in different branches of one if()
+/// block: a configured build runs at most one of them.
+bool exclusive(const ListFile &File, size_t A, size_t B) {
+  for (const auto &[If, Branch] : File.Branches[A])
+    for (const auto &[OtherIf, OtherBranch] : File.Branches[B])
+      if (If == OtherIf && Branch != OtherBranch)
+        return true;
+  return false;
+}
 
 /// `set(CMAKE_PREFIX_PATH /opt/libtorch)`: a normal variable that hides the
 /// cache's, so `-DCMAKE_PREFIX_PATH=<ddpify>` no longer reaches
@@ -59,8 +73,16 @@ void readListFile(ListFile &File) {
     return;
   }
   File.Commands = std::move(*Commands);
+  std::vector<std::pair<size_t, unsigned>> Open;
   for (size_t I = 0; I < File.Commands.size(); ++I) {
     const CMakeCommand &C = File.Commands[I];
+    if ((C.Name == "elseif" || C.Name == "else") && !Open.empty())
+      ++Open.back().second;
+    else if (C.Name == "endif" && !Open.empty())
+      Open.pop_back();
+    File.Branches.push_back(Open);
+    if (C.Name == "if")
+      Open.push_back({I, 0});
     if (C.Name == "project" && !File.Project)
       File.Project = I;
     File.SetsPrefixPath |= overwritesPrefixPath(C);
@@ -72,6 +94,15 @@ void readListFile(ListFile &File) {
     if (Package.equals_insensitive("ddpify"))
       File.FindsDdpify = true;
   }
+}
+
+/// The command of File that a backtrace frame names (its line and name).
+std::optional<size_t> commandAt(const ListFile &File, const CMakeFrame &Frame) {
+  for (size_t I = 0; I < File.Commands.size(); ++I)
+    if (File.Commands[I].Line == Frame.Line &&
+        File.Commands[I].Name == Frame.Command)
+      return I;
+  return std::nullopt;
 }
 
 bool isHeader(llvm::StringRef Path) {
@@ -191,6 +222,14 @@ std::string byHand(llvm::ArrayRef<std::string> Sources) {
          "target(s) compiling " +
          llvm::join(Sources, ", ");
 }
+
+/// A target_link_libraries call of a target, in the file that makes it.
+struct LinkCall {
+  size_t Command;
+  bool Keyword;    ///< PRIVATE/PUBLIC/INTERFACE signature.
+  bool HasRuntime; ///< Names ddpify::runtime.
+  bool LinksTorch; ///< Names LibTorch (an argument that says torch).
+};
 
 class Migrator {
 public:
@@ -451,26 +490,74 @@ private:
     return false;
   }
 
+  /// Where the File API shows the project finding Torch for a target that
+  /// links the runtime: the find_package call that read TorchConfig.cmake
+  /// (in a CMakeLists.txt, an include()d module, a module another includes,
+  /// a function's body), or, for a module outside the root, the call under
+  /// the root that reached it (its include()). Only one whose directory is
+  /// in Chain (the nearest first) counts: imported targets are scoped to it.
+  /// Sets Done when one of the files on that way finds ddpify already.
+  struct TorchFind {
+    ListFile *File = nullptr;
+    size_t Command = 0;
+    std::string Outside; ///< The module outside the root, if any.
+  };
+  std::optional<TorchFind>
+  torchFindFromFileApi(llvm::ArrayRef<std::string> Chain, bool &Done) {
+    std::optional<TorchFind> Best;
+    size_t BestRank = Chain.size();
+    for (const CMakeTarget *Target : LinkingTargets)
+      for (const std::vector<CMakeFrame> &Frames : Target->TorchFinds) {
+        const CMakeFrame &Top = Frames.back();
+        size_t Rank = llvm::find(Chain, Top.File) - Chain.begin();
+        if (!Top.Command.empty() || Rank >= BestRank)
+          continue;
+        std::optional<TorchFind> Found;
+        for (const CMakeFrame &Frame : Frames) {
+          ListFile *File = load(Frame.File);
+          if (!File || !File->ParseError.empty())
+            continue;
+          if (File->FindsDdpify) {
+            Done = true;
+            return std::nullopt;
+          }
+          if (Found || Frame.Command.empty())
+            continue;
+          std::optional<size_t> Command = commandAt(*File, Frame);
+          if (!Command)
+            break; // Not what CMake ran: the text heuristics decide.
+          Found = TorchFind{File, *Command, ""};
+          if (&Frame != &Frames.front())
+            Found->Outside = Frames.front().File;
+        }
+        if (Found)
+          Best = std::move(Found), BestRank = Rank;
+      }
+    return Best;
+  }
+
   /// `find_package(ddpify REQUIRED)` once, where every target linking
   /// ddpify::runtime sees it: in the nearest common ancestor of their
-  /// directories or above it, after find_package(Torch) in its
-  /// CMakeLists.txt or a parent's (nearest first), else in a module of the
-  /// project that finds Torch and that one of those include()s, else after
-  /// project(). A find_package(ddpify) in a sibling directory does not count.
+  /// directories or above it, beside the find_package(Torch) that CMake's
+  /// backtraces show (torchFindFromFileApi), else after find_package(Torch)
+  /// in its CMakeLists.txt or a parent's (nearest first), else in a module of
+  /// the project that finds Torch and that one of those include()s, else
+  /// after project(). A find_package(ddpify) in a sibling directory does not
+  /// count.
   void findPackage() {
     if (LinkingDirectories.empty())
       return;
     std::vector<ListFile *> Chain, Included;
-    std::set<std::string> InChain;
+    std::vector<std::string> ChainPaths;
     for (size_t Dir : chainOf(commonAncestor(LinkingDirectories))) {
       llvm::SmallString<256> Path(Model->Directories[Dir].Source);
       llvm::sys::path::append(Path, "CMakeLists.txt");
-      InChain.insert(Path.str().str());
+      ChainPaths.push_back(Path.str().str());
       if (ListFile *File = load(Path.str().str()))
         Chain.push_back(File);
     }
     for (const std::string &Path : Model->ListFiles)
-      if (!InChain.count(Path) &&
+      if (!llvm::is_contained(ChainPaths, Path) &&
           llvm::sys::path::filename(Path) != "CMakeLists.txt" &&
           isBuildFile(Path) && includedBy(Chain, Path))
         if (ListFile *File = load(Path))
@@ -483,6 +570,12 @@ private:
         return;
     ListFile *Anchor = nullptr;
     std::optional<size_t> Command;
+    std::string Outside;
+    bool Done = false;
+    if (std::optional<TorchFind> Find = torchFindFromFileApi(ChainPaths, Done))
+      Anchor = Find->File, Command = Find->Command, Outside = Find->Outside;
+    if (Done)
+      return;
     for (ListFile *File : Chain)
       if (!Anchor && File->FindTorch)
         Anchor = File, Command = File->FindTorch;
@@ -507,7 +600,8 @@ private:
     // user package registry may then give another ddpify, silently): the
     // cache's value goes in as hints, searched before the registry.
     auto Sets = [](const ListFile *F) { return F->SetsPrefixPath; };
-    bool Hides = llvm::any_of(Chain, Sets) || llvm::any_of(Included, Sets);
+    bool Hides = llvm::any_of(Chain, Sets) || llvm::any_of(Included, Sets) ||
+                 Anchor->SetsPrefixPath;
     std::string Find = Hides ? "find_package(ddpify REQUIRED HINTS "
                                "$CACHE{CMAKE_PREFIX_PATH})"
                              : "find_package(ddpify REQUIRED)";
@@ -519,6 +613,15 @@ private:
              Text;
     insert(*Anchor, C.LineEnd, Text, Find);
     Anchor->FindsDdpify = true;
+    // A module outside the root is not edited: the package is found after
+    // the call that reached it, in the same scope; the user may rather edit
+    // the module.
+    if (!Outside.empty())
+      Out.Notes.push_back("R10: '" + Outside +
+                          "' finds Torch but is outside the root: " + Find +
+                          " went into '" + relative(Anchor->Path, Root) +
+                          "' after its " + C.Name + "() (line " +
+                          std::to_string(C.Line) + ") instead");
   }
 
   /// The signature of the target_link_libraries calls that the project's
@@ -534,11 +637,7 @@ private:
       ListFile *File = load(Frame.File);
       if (!File || !File->ParseError.empty())
         continue;
-      std::optional<size_t> At;
-      for (size_t I = 0; I < File->Commands.size() && !At; ++I)
-        if (File->Commands[I].Line == Frame.Line &&
-            File->Commands[I].Name == Frame.Command)
-          At = I;
+      std::optional<size_t> At = commandAt(*File, Frame);
       if (!At || File->Commands[*At].Args.empty())
         continue;
       std::string Named = File->Commands[*At].Args.front().Value;
@@ -574,11 +673,7 @@ private:
     ListFile *File = load(Site->File);
     if (!File || !File->ParseError.empty())
       return; // cmake-parse-error says why.
-    std::optional<size_t> Definition;
-    for (size_t I = 0; I < File->Commands.size() && !Definition; ++I)
-      if (File->Commands[I].Line == Site->Line &&
-          File->Commands[I].Name == Site->Command)
-        Definition = I;
+    std::optional<size_t> Definition = commandAt(*File, *Site);
     if (!Definition) {
       item(Site->File, Site->Line, "cmake-target-not-found",
            "CMake defines target '" + Target.Name + "' at " + Where +
@@ -599,10 +694,6 @@ private:
     }
 
     // Its target_link_libraries after the call, in the same file.
-    struct LinkCall {
-      size_t Command;
-      bool Keyword; ///< PRIVATE/PUBLIC/INTERFACE signature.
-    };
     std::vector<LinkCall> Links;
     for (size_t I = *Definition + 1; I < File->Commands.size(); ++I) {
       const CMakeCommand &C = File->Commands[I];
@@ -612,20 +703,42 @@ private:
       if (First.Value != Target.Name &&
           File->Text.substr(First.Offset, First.Length) != Name)
         continue;
-      bool HasKeyword = false;
+      LinkCall Link{I, false, false, false};
       for (const CMakeArgument &Arg : llvm::ArrayRef(C.Args).drop_front()) {
         if (Arg.Kind == CMakeArgument::Unquoted && isKeyword(Arg.Value))
-          HasKeyword = true;
+          Link.Keyword = true;
         llvm::SmallVector<llvm::StringRef, 4> Items;
         llvm::StringRef(Arg.Value).split(Items, ';');
-        if (llvm::is_contained(Items, RuntimeTarget))
-          return; // Linked already.
+        Link.HasRuntime |= llvm::is_contained(Items, RuntimeTarget);
+        // ${TORCH_LIBRARIES}, torch, Torch::Torch, ${TORCH_LIBS}.
+        Link.LinksTorch |=
+            llvm::StringRef(Arg.Value).contains_insensitive("torch");
       }
-      Links.push_back({I, HasKeyword});
+      Links.push_back(Link);
     }
+
+    // The calls the configured build runs, as CMake's backtraces name them:
+    // of `if(USE_X) target_link_libraries(app ... x) else()
+    // target_link_libraries(app ...) endif()` the branch taken. Without a
+    // backtrace naming one of them (calls that add no flag, an older CMake),
+    // every call counts.
+    std::vector<LinkCall> Taken;
+    for (const LinkCall &Link : Links) {
+      unsigned Line = File->Commands[Link.Command].Line;
+      if (llvm::any_of(Target.LinkCalls, [&](const CMakeFrame &Frame) {
+            return Frame.Line == Line && Frame.File == File->Path;
+          }))
+        Taken.push_back(Link);
+    }
+    bool Known = !Taken.empty();
+    if (!Known)
+      Taken = Links;
+    if (llvm::any_of(Taken, [](const LinkCall &L) { return L.HasRuntime; }))
+      return; // Linked already.
     if (!Linked.insert({File->Path, Name}).second)
       return;
     LinkingDirectories.insert(Target.Directory);
+    LinkingTargets.push_back(&Target);
     // A library's PUBLIC or INTERFACE link reaches its users, wherever they
     // are: the package must be seen from the top.
     if (Keyword != "PRIVATE")
@@ -633,6 +746,8 @@ private:
     if (FirstLinkingFile.empty())
       FirstLinkingFile = File->Path;
 
+    // The signature of every call, taken or not (a user who flips the
+    // option runs the others).
     bool HasKeyword = false, HasPlain = false;
     for (const LinkCall &Link : Links)
       (Link.Keyword ? HasKeyword : HasPlain) = true;
@@ -641,12 +756,43 @@ private:
     if (Links.empty())
       linkSignatureInside(Target, *Site, HasKeyword, HasPlain);
 
+    std::string What = "ddpify::runtime linked to '" + Target.Name + "'";
+    size_t Anchor = addLink(*File, Taken, *Definition, Name, Keyword,
+                            HasKeyword, HasPlain, What);
+
+    // The other branches of the if() blocks around the calls the build runs
+    // link the runtime as well where they link LibTorch: a configuration
+    // that takes them (the option flipped, another build type) still builds.
+    std::vector<size_t> Runs;
+    if (Known)
+      for (const LinkCall &Link : Taken)
+        Runs.push_back(Link.Command);
+    Runs.push_back(Anchor);
+    for (const LinkCall &Link : Links) {
+      if (Link.HasRuntime || !Link.LinksTorch ||
+          llvm::is_contained(Runs, Link.Command) ||
+          !llvm::any_of(Runs, [&](size_t Run) {
+            return exclusive(*File, Link.Command, Run);
+          }))
+        continue;
+      addLink(*File, {Link}, Link.Command, Name, Keyword, HasKeyword, HasPlain,
+              What + " (in a branch the configured build does not take)");
+    }
+  }
+
+  /// Links Name to the runtime through Calls, its target_link_libraries
+  /// calls of File: into the <Keyword> list of one (keyword signature) or
+  /// the last (plain signature), else a new call after the last of them or,
+  /// with none, after command After. Returns the command edited or followed.
+  size_t addLink(ListFile &File, llvm::ArrayRef<LinkCall> Calls, size_t After,
+                 const std::string &Name, const std::string &Keyword,
+                 bool HasKeyword, bool HasPlain, const std::string &What) {
     // Into an existing list: after the last item of the call's <Keyword>
     // section (keyword signature) or of the last call (plain signature).
     std::optional<std::pair<size_t, size_t>> Into; // command, argument
     if (HasKeyword) {
-      for (const LinkCall &Link : Links) {
-        const CMakeCommand &C = File->Commands[Link.Command];
+      for (const LinkCall &Link : Calls) {
+        const CMakeCommand &C = File.Commands[Link.Command];
         bool InSection = false;
         std::optional<size_t> Last;
         for (size_t A = 1; A < C.Args.size(); ++A) {
@@ -667,15 +813,14 @@ private:
           break;
         }
       }
-    } else if (HasPlain && !Links.empty()) {
-      size_t Command = Links.back().Command;
-      Into = {Command, File->Commands[Command].Args.size() - 1};
+    } else if (HasPlain && !Calls.empty()) {
+      size_t Command = Calls.back().Command;
+      Into = {Command, File.Commands[Command].Args.size() - 1};
     }
 
-    std::string What = "ddpify::runtime linked to '" + Target.Name + "'";
-    const std::string &Text = File->Text;
+    const std::string &Text = File.Text;
     if (Into) {
-      const CMakeCommand &C = File->Commands[Into->first];
+      const CMakeCommand &C = File.Commands[Into->first];
       const CMakeArgument &Arg = C.Args[Into->second];
       unsigned After = Arg.Offset + Arg.Length;
       // One item per line stays so: a new line, indented as that item.
@@ -688,19 +833,20 @@ private:
       bool EndsLine = LineEnd == Text.size() || Text[LineEnd] == '\n' ||
                       Text[LineEnd] == '\r';
       if (OwnLine && EndsLine && After <= CloseLineStart)
-        insert(*File, LineEnd, "\n" + Indent + RuntimeTarget.str(), What);
+        insert(File, LineEnd, "\n" + Indent + RuntimeTarget.str(), What);
       else
-        insert(*File, After, " " + RuntimeTarget.str(), What);
-      return;
+        insert(File, After, " " + RuntimeTarget.str(), What);
+      return Into->first;
     }
     // A new call, after the target's last target_link_libraries or the call
     // that made it.
-    const CMakeCommand &C =
-        File->Commands[Links.empty() ? *Definition : Links.back().Command];
+    size_t Command = Calls.empty() ? After : Calls.back().Command;
+    const CMakeCommand &C = File.Commands[Command];
     std::string Call = "target_link_libraries(" + Name + " " +
                        (HasPlain ? "" : Keyword + " ") + RuntimeTarget.str() +
                        ")";
-    insert(*File, C.LineEnd, "\n" + indentAt(Text, C.Offset) + Call, What);
+    insert(File, C.LineEnd, "\n" + indentAt(Text, C.Offset) + Call, What);
+    return Command;
   }
 
   std::string Root;
@@ -716,6 +862,7 @@ private:
   /// The directories of the targets that link ddpify::runtime, and the file
   /// of the first link (for an item).
   std::set<size_t> LinkingDirectories;
+  std::vector<const CMakeTarget *> LinkingTargets;
   std::string FirstLinkingFile;
 };
 

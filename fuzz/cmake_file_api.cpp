@@ -43,6 +43,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
   for (const CMakeTarget &Target : Model->Targets) {
     FUZZ_CHECK(!Target.Name.empty() && !Target.Type.empty());
     FUZZ_CHECK(Target.Directory < Model->Directories.size());
+    // R10 reads a Torch find's first and last frames without a check.
+    for (const std::vector<CMakeFrame> &Find : Target.TorchFinds)
+      FUZZ_CHECK(!Find.empty() && Find.front().Command == "find_package");
   }
   return 0;
 }

@@ -397,6 +397,24 @@ IDIOMS = {
                               r"ddpify::runtime\)$",
             "placement.cpp": r"model_->to\(device_\);\n"
                              r"\s+ddp::distribute\(\*model_\);"}),
+    # Torch found in an include()d module that sets the compiler flags; the
+    # executable linked in an if()/else() on an option that is ON by default
+    # (OpenMP for the data set's preparation), so the configured build takes
+    # the first branch: R10 links the runtime there, where CMake's backtraces
+    # say the build links, and in the else() branch too, which links LibTorch
+    # as well (the option turned off still builds), and finds ddpify beside
+    # the module's find_package(Torch).
+    "cmake_branches": dict(
+        exe="rings", args=lambda b, i: [str(b)], models=1,
+        edited={
+            "CMakeLists.txt": [
+                r"(?m)^  target_link_libraries\(rings \$\{TORCH_LIBRARIES\} "
+                r"OpenMP::OpenMP_CXX ddpify::runtime\)$",
+                r"(?m)^  target_link_libraries\(rings \$\{TORCH_LIBRARIES\} "
+                r"ddpify::runtime\)$"],
+            "cmake/libtorch.cmake":
+                r"(?m)^find_package\(Torch REQUIRED\)\n"
+                r"find_package\(ddpify REQUIRED\)$"}),
     "whole_codebase": dict(
         exe="shapes_train", args=lambda b, i: [str(b)], models=1,
         whole=True,

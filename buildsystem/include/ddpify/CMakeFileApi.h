@@ -38,6 +38,17 @@ struct CMakeTarget {
   /// file frame that holds the outermost call.
   std::vector<CMakeFrame> Definition;
   size_t Directory = 0; ///< Into CMakeCodeModel::Directories.
+  /// The target_link_libraries calls CMake ran for this target (a backtrace
+  /// of its link or compile flags names them): in a branching CMake file,
+  /// the branch the configured build takes. Not every call need show (one
+  /// that adds no flag has no backtrace).
+  std::vector<CMakeFrame> LinkCalls;
+  /// Each find_package call that read LibTorch's TorchConfig.cmake (the
+  /// parent of that file's frame in the target's backtraces), with its
+  /// callers up to the file frame of a directory's CMakeLists.txt: where the
+  /// project finds Torch, however it got there (an include()d module, a
+  /// module including another, a function).
+  std::vector<std::vector<CMakeFrame>> TorchFinds;
 
   bool isLibrary() const { return llvm::StringRef(Type).ends_with("LIBRARY"); }
 };

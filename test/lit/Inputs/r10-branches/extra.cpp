@@ -1,0 +1,1 @@
+int extra_helper() { return 1; }
