@@ -7,7 +7,8 @@
 // that get one and the others wait for them forever. The dimension becomes
 // the batch's own size (`batch.data.size(0)`). The loader must be built in
 // the same function from `make_data_loader(dataset, batch_size)` or
-// `DataLoaderOptions().batch_size(batch_size)`; the batch size is matched as
+// `DataLoaderOptions().batch_size(batch_size)` (torch's or ddp's loader, so
+// a program already migrated is checked too); the batch size is matched as
 // the same variable, or as the same number when both are written as numbers
 // (then only for the first dimension). A lambda or a function of this unit
 // that the loop hands its batch's input (`train_step(batch.data, ...)`) has
@@ -89,11 +90,25 @@ private:
     if (Name != "torch::data::make_data_loader" &&
         Name != "ddp::make_data_loader" && Name != "ddp::make_eval_data_loader")
       return std::nullopt;
-    const Expr *Last = strip(Make->getArg(Make->getNumArgs() - 1));
+    // The options: the last argument written, but for ddp's ShardOptions
+    // (ddp's overloads default one after the options: a migrated loader).
+    const Expr *Last = nullptr;
+    for (unsigned I = Make->getNumArgs(); I-- > 1 && !Last;) {
+      const Expr *Arg = Make->getArg(I);
+      if (isa<CXXDefaultArgExpr>(Arg) || isShardOptions(Arg->getType()))
+        continue;
+      Last = strip(Arg);
+    }
     // `make_data_loader(dataset, 64)` converts the number to the options
     // (DataLoaderOptions(size_t)); a chain returning a reference is copied.
-    while (const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(Last)) {
-      if (Construct->getNumArgs() != 1)
+    // `DataLoaderOptions(64)` is a functional cast around the constructor.
+    while (Last) {
+      if (const auto *Cast = dyn_cast<CXXFunctionalCastExpr>(Last)) {
+        Last = strip(Cast->getSubExpr());
+        continue;
+      }
+      const auto *Construct = dyn_cast<CXXConstructExpr>(Last);
+      if (!Construct || Construct->getNumArgs() != 1)
         break;
       Last = strip(Construct->getArg(0));
     }
@@ -129,6 +144,15 @@ private:
       return std::nullopt;
     Size.Spelling = sourceText(Written->getSourceRange());
     return Size;
+  }
+
+  static bool isShardOptions(QualType Type) {
+    const CXXRecordDecl *Record =
+        Type.getNonReferenceType().getCanonicalType()->getAsCXXRecordDecl();
+    if (Record && Record->getQualifiedNameAsString() == "ddp::ShardOptions")
+      return true;
+    const auto *Enum = Type.getNonReferenceType()->getAs<EnumType>();
+    return Enum && Enum->getDecl()->getQualifiedNameAsString() == "ddp::Shard";
   }
 
   /// How the loop's body names the size of its current batch.
