@@ -676,14 +676,22 @@ private:
            Record->getQualifiedNameAsString() == "torch::data::Iterator";
   }
 
-  static bool usesLoader(const Stmt *S) {
+  /// Whether S names a loader or its iterator, or (FollowLocals) a local
+  /// made from one: a batch drawn before the loop (`auto first =
+  /// *loader->begin();`, trained on again and again).
+  static bool usesLoader(const Stmt *S, bool FollowLocals = true) {
     if (!S || isa<LambdaExpr>(S))
       return false;
     if (const auto *E = dyn_cast<Expr>(S))
       if (isLoaderExpr(E))
         return true;
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+        if (FollowLocals && Var->isLocalVarDecl() && Var->getInit() &&
+            usesLoader(Var->getInit(), /*FollowLocals=*/false))
+          return true;
     for (const Stmt *Child : S->children())
-      if (usesLoader(Child))
+      if (usesLoader(Child, FollowLocals))
         return true;
     return false;
   }
