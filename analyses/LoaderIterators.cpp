@@ -117,7 +117,7 @@ public:
     return unknown("its begin() is used in a way ddpify does not follow");
   }
 
-  const Expr *passLoader(const Stmt *Loop) {
+  const Expr *passLoader(const Stmt *Loop, const VarDecl **Iterator) {
     const Expr *Cond = nullptr;
     if (const auto *For = dyn_cast<ForStmt>(Loop))
       Cond = For->getCond();
@@ -145,6 +145,8 @@ public:
       IteratorUse Use = fromVariable(Var);
       if (Use.K != IteratorUse::Pass || Use.Loop != Loop)
         return nullptr;
+      if (Iterator)
+        *Iterator = Var;
       return Begin->getImplicitObjectArgument();
     }
     return nullptr;
@@ -415,8 +417,9 @@ IteratorUse iteratorUse(ASTContext &Context, const CXXMemberCallExpr *Begin) {
   return IteratorFollower(Context).fromBegin(Begin);
 }
 
-const Expr *iteratorPassLoader(ASTContext &Context, const Stmt *Loop) {
-  return Loop ? IteratorFollower(Context).passLoader(Loop) : nullptr;
+const Expr *iteratorPassLoader(ASTContext &Context, const Stmt *Loop,
+                               const VarDecl **Iterator) {
+  return Loop ? IteratorFollower(Context).passLoader(Loop, Iterator) : nullptr;
 }
 
 std::string parameterKey(const FunctionDecl *Function, unsigned Index,

@@ -1,11 +1,13 @@
 //===- FixedBatchShapeCheck.cpp - ddp-fixed-batch-shape -------------------===//
 //
-// Inside a range-for over a data loader, `x.view({batch_size, -1})` (also
-// `reshape`, `expand`) spells a dimension with the loader's batch size. A
-// sharded loader's last batch is shorter (each rank holds 1/N of the data,
-// and an evaluation shard is not padded), so the view throws on the ranks
-// that get one and the others wait for them forever. The dimension becomes
-// the batch's own size (`batch.data.size(0)`). The loader must be built in
+// Inside a range-for over a data loader, or a pass over one by its iterator
+// (`for (auto it = l->begin(); it != l->end(); ++it)`), `x.view({batch_size,
+// -1})` (also `reshape`, `expand`) spells a dimension with the loader's batch
+// size. A sharded loader's last batch is shorter (each rank holds 1/N of the
+// data, and an evaluation shard is not padded), so the view throws on the
+// ranks that get one and the others wait for them forever. The dimension
+// becomes the batch's own size (`batch.data.size(0)`, `it->data.size(0)` in a
+// pass by iterator). The loader must be built in
 // the same function from `make_data_loader(dataset, batch_size)` or
 // `DataLoaderOptions().batch_size(batch_size)` (torch's or ddp's loader, so
 // a program already migrated is checked too); the batch size is matched as
@@ -16,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddpify/LoaderIterators.h"
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/MetricLoops.h"
 #include "ddpify/Registry.h"
@@ -54,6 +57,8 @@ public:
 
   void registerMatchers(MatchFinder &Finder) override {
     Finder.addMatcher(cxxForRangeStmt().bind("loop"), this);
+    Finder.addMatcher(forStmt().bind("pass"), this);
+    Finder.addMatcher(whileStmt().bind("pass"), this);
   }
 
   void onStartOfTranslationUnit() override {
@@ -64,6 +69,10 @@ public:
   void run(const MatchFinder::MatchResult &Result) override {
     const auto *Loop = Result.Nodes.getNodeAs<CXXForRangeStmt>("loop");
     Context = Result.Context;
+    if (const auto *Pass = Result.Nodes.getNodeAs<Stmt>("pass")) {
+      checkPass(Pass);
+      return;
+    }
     if (!Loop || !Loop->getRangeInit() ||
         !isDataLoaderType(Loop->getRangeInit()->getType()))
       return;
@@ -78,8 +87,41 @@ public:
   }
 
 private:
+  /// A pass over a loader by its iterator (`for (auto it = l->begin();
+  /// it != l->end(); ++it)`): the batch's own size through the iterator.
+  void checkPass(const Stmt *Loop) {
+    const VarDecl *Iterator = nullptr;
+    const Expr *Walked = iteratorPassLoader(*Context, Loop, &Iterator);
+    if (!Walked || !Iterator)
+      return;
+    std::optional<BatchSize> Size = loaderBatchSize(Walked);
+    if (!Size)
+      return;
+    const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(
+        Iterator->getType().getCanonicalType()->getAsCXXRecordDecl());
+    if (!Spec || Spec->getTemplateArgs().size() < 1 ||
+        Spec->getTemplateArgs()[0].getKind() != TemplateArgument::Type)
+      return;
+    const CXXRecordDecl *Batch =
+        Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl();
+    std::string Name = Iterator->getNameAsString();
+    std::string Actual =
+        !Batch ? ""
+        : Batch->getQualifiedNameAsString() == "torch::data::Example"
+            ? Name + "->data.size(0)"
+        : Batch->getQualifiedNameAsString() == "at::Tensor" ? Name + "->size(0)"
+        : Batch->getQualifiedNameAsString() == "std::vector"
+            ? "static_cast<int64_t>(" + Name + "->size())"
+            : "";
+    if (Actual.empty())
+      return;
+    const Stmt *Body = isa<ForStmt>(Loop) ? cast<ForStmt>(Loop)->getBody()
+                                          : cast<WhileStmt>(Loop)->getBody();
+    findShapes(Body, *Size, Actual);
+  }
+
   std::optional<BatchSize> loaderBatchSize(const Expr *Range) {
-    const VarDecl *Loader = loaderVariable(Range);
+    const auto *Loader = dyn_cast_or_null<VarDecl>(loaderHolderOf(Range));
     if (!Loader || !Loader->getInit())
       return std::nullopt;
     const auto *Make = dyn_cast_or_null<CallExpr>(strip(Loader->getInit()));

@@ -51,9 +51,11 @@ IteratorUse iteratorUse(clang::ASTContext &Context,
                         const clang::CXXMemberCallExpr *Begin);
 
 /// The loader (`*loader`, `loader`: the object whose begin() is called)
-/// that Loop walks to its end by iterator (IteratorUse::Pass), or null.
-const clang::Expr *iteratorPassLoader(clang::ASTContext &Context,
-                                      const clang::Stmt *Loop);
+/// that Loop walks to its end by iterator (IteratorUse::Pass), or null;
+/// Iterator, when given, is set to the variable holding the iterator.
+const clang::Expr *
+iteratorPassLoader(clang::ASTContext &Context, const clang::Stmt *Loop,
+                   const clang::VarDecl **Iterator = nullptr);
 
 /// The key of a function's parameter among the whole program's facts: the
 /// function's qualified name and canonical parameter types, the same in the

@@ -55,4 +55,24 @@ int main(int argc, char **argv) {
     if (ddp::is_main_process())
       std::cout << x.size(0) << z.size(0) << '\n';
   }
+  // Passes by iterator: the batch's size through the iterator. Negative: a
+  // walk that may stop early is no pass.
+  for (auto it = test_loader->begin(); it != test_loader->end(); ++it) {
+    auto &batch = *it;
+    auto x = batch.data.view({50, 64});
+    if (ddp::is_main_process())
+      std::cout << x.size(0) << '\n';
+  }
+  auto walk = train_loader->begin();
+  while (walk != train_loader->end()) {
+    auto x = walk->data.reshape({batch_size, 64});
+    ++walk;
+    if (x.size(0) > 0 && ddp::is_main_process())
+      std::cout << x.size(0) << '\n';
+  }
+  for (auto it = test_loader->begin(); it != test_loader->end(); ++it) {
+    auto x = it->data.view({50, 64});
+    if (x.size(0) > 1)
+      break;
+  }
 }
