@@ -8,6 +8,7 @@
 
 #include "ddpify/MetricLoops.h"
 #include "ddpify/HandBatches.h"
+#include "ddpify/LoaderIterators.h"
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/Work.h"
 #include "clang/AST/ExprCXX.h"
@@ -451,22 +452,33 @@ private:
     if (!S)
       return;
     const Stmt *Sharded = nullptr, *LoopBody = nullptr;
+    const Expr *Loader = nullptr;
     if (const auto *Loop = dyn_cast<CXXForRangeStmt>(S)) {
-      if ((Loop->getRangeInit() &&
-           isDataLoaderType(Loop->getRangeInit()->getType()) &&
-           !isUnshardedLoader(Loop->getRangeInit())) ||
-          isShardedBatchLoop(Loop) || handBatchList(Context, Loop, Oracle))
+      if (Loop->getRangeInit() &&
+          isDataLoaderType(Loop->getRangeInit()->getType()) &&
+          !isUnshardedLoader(Loop->getRangeInit()))
+        Sharded = Loop, LoopBody = Loop->getBody(),
+        Loader = Loop->getRangeInit();
+      else if (isShardedBatchLoop(Loop) || handBatchList(Context, Loop, Oracle))
         Sharded = Loop, LoopBody = Loop->getBody();
-    } else if (const auto *Loop = dyn_cast<ForStmt>(S)) {
-      // Batches cut by hand, which R4 shards over ddp::batch_starts.
-      if (handBatchLoop(Context, Loop, Oracle).Loop)
-        Sharded = Loop, LoopBody = Loop->getBody();
-    } else if (const auto *Loop = dyn_cast<WhileStmt>(S)) {
-      if (handBatchLoop(Context, Loop, Oracle).Loop)
-        Sharded = Loop, LoopBody = Loop->getBody();
+    } else if (isa<ForStmt, WhileStmt>(S)) {
+      // A pass over a loader by its iterator, as a range-for; batches cut
+      // by hand, which R4 shards over ddp::batch_starts.
+      const Expr *Walked = iteratorPassLoader(Context, S);
+      QualType Type = Walked ? Walked->getType() : QualType();
+      if (!Type.isNull() && Type->isPointerType())
+        Type = Type->getPointeeType(); // `loader->begin()`
+      if (Walked && isDataLoaderType(Type) && !isUnshardedLoader(Walked))
+        Loader = Walked;
+      if (Loader || handBatchLoop(Context, S, Oracle).Loop)
+        Sharded = S, LoopBody = isa<ForStmt>(S) ? cast<ForStmt>(S)->getBody()
+                                                : cast<WhileStmt>(S)->getBody();
     }
     if (Sharded) {
       MetricLoop Result = analyze(Sharded, LoopBody);
+      // A loader R4 may leave unsharded (drawn one batch at a time).
+      if (const ValueDecl *Holder = loaderHolderOf(Loader))
+        Result.LoaderHolder = loaderHolderKey(Holder, Context);
       if (!Result.Accumulators.empty() || !Result.Problems.empty())
         Loops.push_back(std::move(Result));
     }
@@ -479,7 +491,7 @@ private:
   /// R4 does not shard it, every rank reads all of it, and its sums are
   /// already global. Reducing them would count each sample N times.
   static bool isUnshardedLoader(const Expr *Range) {
-    const VarDecl *Var = loaderVariable(Range);
+    const auto *Var = dyn_cast_or_null<VarDecl>(loaderHolderOf(Range));
     if (!Var || isa<ParmVarDecl>(Var) || !Var->getInit())
       return false;
     const Expr *Init = stripParensAndImplicit(Var->getInit());

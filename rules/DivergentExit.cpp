@@ -676,14 +676,37 @@ private:
            Record->getQualifiedNameAsString() == "torch::data::Iterator";
   }
 
-  static bool usesLoader(const Stmt *S) {
+  /// Whether S names a loader's iterator (a batch drawn through it).
+  static bool usesIterator(const Stmt *S) {
+    if (!S || isa<LambdaExpr>(S))
+      return false;
+    if (const auto *E = dyn_cast<Expr>(S))
+      if (const CXXRecordDecl *Record =
+              E->getType().getNonReferenceType()->getAsCXXRecordDecl())
+        if (Record->getQualifiedNameAsString() == "torch::data::Iterator")
+          return true;
+    for (const Stmt *Child : S->children())
+      if (usesIterator(Child))
+        return true;
+    return false;
+  }
+
+  /// Whether S names a loader or its iterator, or (FollowLocals) a local
+  /// holding a batch drawn through one before the loop (`auto first =
+  /// *loader->begin();`, trained on again and again).
+  static bool usesLoader(const Stmt *S, bool FollowLocals = true) {
     if (!S || isa<LambdaExpr>(S))
       return false;
     if (const auto *E = dyn_cast<Expr>(S))
       if (isLoaderExpr(E))
         return true;
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+        if (FollowLocals && Var->isLocalVarDecl() && Var->getInit() &&
+            usesIterator(Var->getInit()))
+          return true;
     for (const Stmt *Child : S->children())
-      if (usesLoader(Child))
+      if (usesLoader(Child, FollowLocals))
         return true;
     return false;
   }

@@ -1,13 +1,16 @@
 //===- FixedBatchShapeCheck.cpp - ddp-fixed-batch-shape -------------------===//
 //
-// Inside a range-for over a data loader, `x.view({batch_size, -1})` (also
-// `reshape`, `expand`) spells a dimension with the loader's batch size. A
-// sharded loader's last batch is shorter (each rank holds 1/N of the data,
-// and an evaluation shard is not padded), so the view throws on the ranks
-// that get one and the others wait for them forever. The dimension becomes
-// the batch's own size (`batch.data.size(0)`). The loader must be built in
+// Inside a range-for over a data loader, or a pass over one by its iterator
+// (`for (auto it = l->begin(); it != l->end(); ++it)`), `x.view({batch_size,
+// -1})` (also `reshape`, `expand`) spells a dimension with the loader's batch
+// size. A sharded loader's last batch is shorter (each rank holds 1/N of the
+// data, and an evaluation shard is not padded), so the view throws on the
+// ranks that get one and the others wait for them forever. The dimension
+// becomes the batch's own size (`batch.data.size(0)`, `it->data.size(0)` in a
+// pass by iterator). The loader must be built in
 // the same function from `make_data_loader(dataset, batch_size)` or
-// `DataLoaderOptions().batch_size(batch_size)`; the batch size is matched as
+// `DataLoaderOptions().batch_size(batch_size)` (torch's or ddp's loader, so
+// a program already migrated is checked too); the batch size is matched as
 // the same variable, or as the same number when both are written as numbers
 // (then only for the first dimension). A lambda or a function of this unit
 // that the loop hands its batch's input (`train_step(batch.data, ...)`) has
@@ -15,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddpify/LoaderIterators.h"
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/MetricLoops.h"
 #include "ddpify/Registry.h"
@@ -53,6 +57,8 @@ public:
 
   void registerMatchers(MatchFinder &Finder) override {
     Finder.addMatcher(cxxForRangeStmt().bind("loop"), this);
+    Finder.addMatcher(forStmt().bind("pass"), this);
+    Finder.addMatcher(whileStmt().bind("pass"), this);
   }
 
   void onStartOfTranslationUnit() override {
@@ -63,6 +69,10 @@ public:
   void run(const MatchFinder::MatchResult &Result) override {
     const auto *Loop = Result.Nodes.getNodeAs<CXXForRangeStmt>("loop");
     Context = Result.Context;
+    if (const auto *Pass = Result.Nodes.getNodeAs<Stmt>("pass")) {
+      checkPass(Pass);
+      return;
+    }
     if (!Loop || !Loop->getRangeInit() ||
         !isDataLoaderType(Loop->getRangeInit()->getType()))
       return;
@@ -77,8 +87,41 @@ public:
   }
 
 private:
+  /// A pass over a loader by its iterator (`for (auto it = l->begin();
+  /// it != l->end(); ++it)`): the batch's own size through the iterator.
+  void checkPass(const Stmt *Loop) {
+    const VarDecl *Iterator = nullptr;
+    const Expr *Walked = iteratorPassLoader(*Context, Loop, &Iterator);
+    if (!Walked || !Iterator)
+      return;
+    std::optional<BatchSize> Size = loaderBatchSize(Walked);
+    if (!Size)
+      return;
+    const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(
+        Iterator->getType().getCanonicalType()->getAsCXXRecordDecl());
+    if (!Spec || Spec->getTemplateArgs().size() < 1 ||
+        Spec->getTemplateArgs()[0].getKind() != TemplateArgument::Type)
+      return;
+    const CXXRecordDecl *Batch =
+        Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl();
+    std::string Name = Iterator->getNameAsString();
+    std::string Actual =
+        !Batch ? ""
+        : Batch->getQualifiedNameAsString() == "torch::data::Example"
+            ? Name + "->data.size(0)"
+        : Batch->getQualifiedNameAsString() == "at::Tensor" ? Name + "->size(0)"
+        : Batch->getQualifiedNameAsString() == "std::vector"
+            ? "static_cast<int64_t>(" + Name + "->size())"
+            : "";
+    if (Actual.empty())
+      return;
+    const Stmt *Body = isa<ForStmt>(Loop) ? cast<ForStmt>(Loop)->getBody()
+                                          : cast<WhileStmt>(Loop)->getBody();
+    findShapes(Body, *Size, Actual);
+  }
+
   std::optional<BatchSize> loaderBatchSize(const Expr *Range) {
-    const VarDecl *Loader = loaderVariable(Range);
+    const auto *Loader = dyn_cast_or_null<VarDecl>(loaderHolderOf(Range));
     if (!Loader || !Loader->getInit())
       return std::nullopt;
     const auto *Make = dyn_cast_or_null<CallExpr>(strip(Loader->getInit()));
@@ -89,11 +132,25 @@ private:
     if (Name != "torch::data::make_data_loader" &&
         Name != "ddp::make_data_loader" && Name != "ddp::make_eval_data_loader")
       return std::nullopt;
-    const Expr *Last = strip(Make->getArg(Make->getNumArgs() - 1));
+    // The options: the last argument written, but for ddp's ShardOptions
+    // (ddp's overloads default one after the options: a migrated loader).
+    const Expr *Last = nullptr;
+    for (unsigned I = Make->getNumArgs(); I-- > 1 && !Last;) {
+      const Expr *Arg = Make->getArg(I);
+      if (isa<CXXDefaultArgExpr>(Arg) || isShardOptions(Arg->getType()))
+        continue;
+      Last = strip(Arg);
+    }
     // `make_data_loader(dataset, 64)` converts the number to the options
     // (DataLoaderOptions(size_t)); a chain returning a reference is copied.
-    while (const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(Last)) {
-      if (Construct->getNumArgs() != 1)
+    // `DataLoaderOptions(64)` is a functional cast around the constructor.
+    while (Last) {
+      if (const auto *Cast = dyn_cast<CXXFunctionalCastExpr>(Last)) {
+        Last = strip(Cast->getSubExpr());
+        continue;
+      }
+      const auto *Construct = dyn_cast<CXXConstructExpr>(Last);
+      if (!Construct || Construct->getNumArgs() != 1)
         break;
       Last = strip(Construct->getArg(0));
     }
@@ -129,6 +186,15 @@ private:
       return std::nullopt;
     Size.Spelling = sourceText(Written->getSourceRange());
     return Size;
+  }
+
+  static bool isShardOptions(QualType Type) {
+    const CXXRecordDecl *Record =
+        Type.getNonReferenceType().getCanonicalType()->getAsCXXRecordDecl();
+    if (Record && Record->getQualifiedNameAsString() == "ddp::ShardOptions")
+      return true;
+    const auto *Enum = Type.getNonReferenceType()->getAs<EnumType>();
+    return Enum && Enum->getDecl()->getQualifiedNameAsString() == "ddp::Shard";
   }
 
   /// How the loop's body names the size of its current batch.

@@ -3,7 +3,10 @@
 // After R4 every loader gives each rank its share of the samples, so a loss
 // summed or a count of correct predictions taken over it, in a validation
 // loop or in the training loop itself, is this rank's part only. R11 finds
-// range-for loops over a torch data loader, and the locals declared before
+// range-for loops over a torch data loader and passes over one by iterator
+// (`for (auto it = l->begin(); it != l->end(); ++it)`), except over a loader
+// R4 leaves unsharded (drawn from one batch at a time), and the locals
+// declared before
 // such a loop (in the same function), updated in it by `+=`, `++` or `x = x +
 // ...` and read after it: the accumulators. Right after the loop, on every
 // rank, each becomes its global sum (`v = ddp::all_reduce(v);`,
@@ -15,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddpify/LoaderIterators.h"
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/Registry.h"
 #include "ddpify/Work.h"
@@ -93,6 +97,7 @@ private:
           Seen.insert({F.FilePath, F.Offset, "metric-pattern"}).second) {
         F.Length = 0;
         F.ReportId = "metric-pattern";
+        excludeUnsharded(F, Loop);
         F.NotRewrittenReason = Problem.Text;
         F.Message = Problem.Text;
         Findings.push_back(std::move(F));
@@ -105,6 +110,7 @@ private:
         Context, SourceRange(Loop.Loop->getBeginLoc(), End), "R11", "");
     if (F.FilePath.empty())
       return;
+    excludeUnsharded(F, Loop);
     std::string Names;
     for (const VarDecl *Var : Loop.Accumulators)
       Names += (Names.empty() ? "'" : ", '") + Var->getNameAsString() + "'";
@@ -152,6 +158,13 @@ private:
       F.replaceRangeWith(Text);
     if (Seen.insert({F.FilePath, F.Offset, "R11"}).second)
       Findings.push_back(std::move(F));
+  }
+
+  /// A loader R4 leaves unsharded gives every rank every sample: nothing
+  /// to reduce (R4 provides the fact for each holder of such a loader).
+  static void excludeUnsharded(Finding &F, const MetricLoop &Loop) {
+    if (!Loop.LoaderHolder.empty())
+      F.Excludes.push_back(unshardedLoaderFact(Loop.LoaderHolder));
   }
 
   /// Right after the loop's `}` (or its body's `;`); at the end of that

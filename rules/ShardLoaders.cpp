@@ -28,6 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddpify/LoaderIterators.h"
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/Registry.h"
 #include "clang/AST/ASTContext.h"
@@ -113,7 +114,9 @@ SamplerKind classifySampler(const CXXRecordDecl *Sampler) {
 
 /// What the uses of a loader tell about its batches.
 struct LoaderUse {
-  bool Iterated = false;  ///< A range-for over it was found.
+  bool Iterated = false; ///< A pass over it was found (range-for, iterator).
+  /// Batches drawn through begin() other than in a pass to its end.
+  bool Drawn = false;
   bool Backward = false;  ///< One of them reaches backward().
   bool Unknown = false;   ///< A use that could not be followed.
   std::string UnknownWhy; ///< The first such use, for the report.
@@ -131,6 +134,9 @@ struct LoaderUse {
   /// The call only names a type (`decltype(make_data_loader(...))`): no
   /// loader is made there.
   bool TypeOnly = false;
+  /// What holds the loader (loaderHolderKey): a loader left unsharded says
+  /// so of each, for R11.
+  std::vector<std::string> Holders;
 
   void unknown(std::string Why) {
     if (!Unknown)
@@ -151,7 +157,9 @@ struct LoaderUse {
   }
   void merge(const LoaderUse &Other) {
     Iterated |= Other.Iterated;
+    Drawn |= Other.Drawn;
     Backward |= Other.Backward;
+    Holders.insert(Holders.end(), Other.Holders.begin(), Other.Holders.end());
     if (Other.Unknown && !Unknown)
       UnknownWhy = Other.UnknownWhy;
     Unknown |= Other.Unknown;
@@ -292,22 +300,6 @@ std::string loaderTypeKey(QualType Type, const ASTContext &Context) {
   return "ddp-loader-type:" +
          qualifiedSpelling(Type.getCanonicalType().getUnqualifiedType(),
                            Context);
-}
-
-/// The key of a function's parameter among the whole program's facts: the
-/// function's qualified name and canonical parameter types, the same in the
-/// unit that defines it and in each unit that calls it.
-std::string parameterKey(const FunctionDecl *Function, unsigned Index,
-                         const ASTContext &Context) {
-  std::string Key = Function->getQualifiedNameAsString() + "(";
-  for (const ParmVarDecl *Param : Function->parameters())
-    Key +=
-        qualifiedSpelling(Param->getType().getCanonicalType(), Context) + ",";
-  if (const auto *Method = dyn_cast<CXXMethodDecl>(Function))
-    Key += Method->isConst() ? ") const#" : ")#";
-  else
-    Key += ")#";
-  return Key + std::to_string(Index);
 }
 
 /// The facts a unit gives of a parameter of a function it defines that
@@ -670,6 +662,10 @@ private:
                  "run ddpify again");
       return;
     }
+    if (Use.Drawn && !Use.Backward && !Use.TypeOnly) {
+      keepUnsharded(std::move(F), Loader, Use);
+      return;
+    }
     // A call in a macro is not rewritten: neither are the types it reaches.
     if (!F.InMacro)
       for (Finding &Edit : TypeEdits)
@@ -718,6 +714,31 @@ private:
     }
     report(std::move(Item), "loader-use-unknown",
            unknownUseReason(Use.UnknownWhy));
+  }
+
+  /// A loader whose batches are drawn one at a time through begin() and
+  /// never reach backward() stays torch's: every rank draws the batches one
+  /// process draws, so what is computed from them is the one-process value
+  /// (each rank's first batch of an exact shard is another batch, and
+  /// reducing over the ranks would measure N batches). R11 is told not to
+  /// reduce the sums of a pass over it: every rank saw every sample.
+  void keepUnsharded(Finding F, const CXXRecordDecl *Loader,
+                     const LoaderUse &Use) {
+    noteLoaderFate(Loader, /*Converted=*/false);
+    for (const std::string &Holder : Use.Holders) {
+      Finding Fact;
+      Fact.RuleId = "R4";
+      Fact.Provides = unshardedLoaderFact(Holder);
+      Findings.push_back(std::move(Fact));
+    }
+    report(std::move(F), "loader-drawn",
+           "this loader's batches are drawn one at a time through begin() "
+           "(not in a pass to its end) and never reach backward(): it stays "
+           "unsharded, so every rank draws the batches one process draws and "
+           "the metrics computed from them are the one-process ones (an "
+           "exact shard's first batch differs on each rank); its evaluation "
+           "is not sped up. To shard it, evaluate in passes to its end and "
+           "use ddp::make_eval_data_loader");
   }
 
   /// A loader whose fate the units that define the functions it is passed
@@ -937,9 +958,9 @@ private:
       return Use;
     }
     if (const auto *Member = dyn_cast<MemberExpr>(ParentExpr))
-      return memberUse(Member->getMemberDecl()->getNameAsString());
+      return memberUse(Member->getMemberDecl()->getNameAsString(), Member);
     if (const auto *Member = dyn_cast<CXXDependentScopeMemberExpr>(ParentExpr))
-      return memberUse(Member->getMember().getAsString());
+      return memberUse(Member->getMember().getAsString(), nullptr);
     if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(ParentExpr)) {
       if (Op->getOperator() == OO_Arrow) {
         // `loader->begin()`: the arrow's result may be cast to a base first.
@@ -948,7 +969,7 @@ private:
                wraps(Above.get<Expr>(), Op))
           Above = parentOf(Above);
         if (const auto *Member = Above.get<MemberExpr>())
-          return memberUse(Member->getMemberDecl()->getNameAsString());
+          return memberUse(Member->getMemberDecl()->getNameAsString(), Member);
         Use.unknown("it is used in a way ddpify does not follow");
         return Use;
       }
@@ -985,11 +1006,46 @@ private:
     return nullptr;
   }
 
-  LoaderUse memberUse(llvm::StringRef Name) {
+  /// A member of the loader used: Member is the member expression, null
+  /// where it is dependent.
+  LoaderUse memberUse(llvm::StringRef Name, const MemberExpr *Member) {
     LoaderUse Use;
-    // Iterating by hand, or the raw loader handed on: not followed.
-    if (Name == "begin" || Name == "end" || Name == "get" || Name == "release")
+    if (Name == "end")
+      return Use; // Compared with, never read.
+    if (Name == "begin" && Member) {
+      const auto *Call =
+          parentOf(DynTypedNode::create(*Member)).get<CXXMemberCallExpr>();
+      if (Call && Call->getCallee() == Member)
+        return iteratorUseOf(Call);
+    }
+    // The raw loader handed on: not followed.
+    if (Name == "begin" || Name == "get" || Name == "release")
       Use.unknown("its " + Name.str() + "() is used");
+    return Use;
+  }
+
+  /// The batches of the iterator `Begin` gives: a pass, as a range-for, or
+  /// draws, whose batches reach backward() when the rest of the block of a
+  /// draw does.
+  LoaderUse iteratorUseOf(const CXXMemberCallExpr *Begin) {
+    LoaderUse Use;
+    IteratorUse Iterator = iteratorUse(*Context, Begin);
+    switch (Iterator.K) {
+    case IteratorUse::Pass:
+      Use.Iterated = true;
+      Use.Backward = reachesBackward(Iterator.Body, /*CallDepth=*/2);
+      break;
+    case IteratorUse::Draws:
+      Use.Drawn = true;
+      for (const Stmt *Region : Iterator.Regions)
+        Use.Backward |= reachesBackward(Region, /*CallDepth=*/2);
+      break;
+    case IteratorUse::Nothing:
+      break;
+    case IteratorUse::Unknown:
+      Use.unknown(Iterator.Why);
+      break;
+    }
     return Use;
   }
 
@@ -1011,6 +1067,7 @@ private:
   /// the main file, not a template).
   LoaderUse heldBy(const FieldDecl *Field, int Hops) {
     LoaderUse Use;
+    Use.Holders.push_back(loaderHolderKey(Field, *Context));
     std::string Name = "'" + Field->getNameAsString() + "'";
     noteWrittenType(Field->getTypeSourceInfo(), "member " + Name, Use);
     const auto *Record = dyn_cast<CXXRecordDecl>(Field->getParent());
@@ -1130,6 +1187,7 @@ private:
   /// reference to it, in its function.
   LoaderUse useOfVariable(const VarDecl *Var, int Hops) {
     LoaderUse Use;
+    Use.Holders.push_back(loaderHolderKey(Var, *Context));
     noteWrittenType(Var->getTypeSourceInfo(),
                     "variable '" + Var->getNameAsString() + "'", Use);
     if (!Var->isLocalVarDecl() && !isa<ParmVarDecl>(Var)) {
@@ -1204,6 +1262,7 @@ private:
       // Defined in another unit of the project: that unit says what the
       // parameter does with the loader (onEndOfTranslationUnit).
       noteParameterTypes(Callee, Index, Name, Use);
+      Use.Holders.push_back("param:" + parameterKey(Callee, Index, *Context));
       Use.deferred(parameterKey(Callee, Index, *Context),
                    "it is passed to " + Name +
                        ", whose body is in a unit of the project not "

@@ -415,6 +415,27 @@ IDIOMS = {
             "cmake/libtorch.cmake":
                 r"(?m)^find_package\(Torch REQUIRED\)\n"
                 r"find_package\(ddpify REQUIRED\)$"}),
+    # Trained by walking the training loader's iterator in a while loop
+    # (RandomSampler: even, loss and count reduced); every 4 steps the first
+    # validation batch drawn by hand (`auto val_it = val_loader->begin()`,
+    # batch 40 whatever the training batch) and its loss printed, and a full
+    # validation pass by iterator each epoch; a test pass by iterator at the
+    # end (151 samples: exact shards, reduced). The validation loader is
+    # drawn from one batch at a time, so it stays unsharded (loader-drawn):
+    # every rank draws the batch the reference draws, and the pass over it
+    # is not reduced (every rank saw all 120 samples).
+    "val_batch_by_iterator": dict(
+        exe="spot_val", args=lambda b, i: [str(b)], models=1,
+        report=r"loader-drawn ",
+        edited={"main.cpp": [
+            r"ddp::make_data_loader<torch::data::samplers::RandomSampler>\(",
+            r"// ddpify: loader-drawn: [^\n]*\n\s*torch::data::make_data_loader"
+            r"<torch::data::samplers::SequentialSampler>\(\n\s*Rings\(120",
+            r"ddp::make_eval_data_loader<torch::data::samplers::"
+            r"SequentialSampler>\(\n\s*Rings\(151",
+            r"train_loss = ddp::all_reduce\(train_loss\);",
+            r"test_correct = ddp::all_reduce\(test_correct\);",
+            r"(?s)\A(?!.*all_reduce\(val_)"]}),
     "whole_codebase": dict(
         exe="shapes_train", args=lambda b, i: [str(b)], models=1,
         whole=True,

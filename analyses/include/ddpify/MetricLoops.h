@@ -55,8 +55,8 @@ private:
 };
 
 /// What R11 found for one loop over a sharded loader: a range-for over a
-/// data loader, or a training loop that cuts its batches by hand and that R4
-/// shards (HandBatches.h).
+/// data loader or a pass over one by iterator, or a training loop that cuts its
+/// batches by hand and that R4 shards (HandBatches.h).
 struct MetricLoop {
   const clang::Stmt *Loop = nullptr;
   const clang::Stmt *Body = nullptr;
@@ -71,6 +71,10 @@ struct MetricLoop {
     clang::SourceLocation Loc;
   };
   std::vector<Problem> Problems;
+  /// What holds the loader walked (loaderHolderKey), empty for batches cut
+  /// by hand: R11's edits and items hold unless R4 leaves that loader
+  /// unsharded.
+  std::string LoaderHolder;
 };
 
 /// R11's analysis of every loader loop of Function (a definition that is

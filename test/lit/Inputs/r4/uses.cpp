@@ -67,7 +67,7 @@ int main() {
   for (auto &batch : *both)
     step(batch);
 
-  // Not followed: iterated by hand, never iterated.
+  // A pass by hand (exact); never iterated (not followed).
   auto by_hand = torch::data::make_data_loader(Ones(), 2);
   for (auto it = by_hand->begin(); it != by_hand->end(); ++it)
     (void)*it;
