@@ -64,13 +64,14 @@ TEST(RowShard, WithoutLauncherItChangesNothing) {
 // over all rows (every rank computes it itself): the gradients and the
 // printed global loss agree.
 void expect_one_process_gradient(
-    int64_t n, const std::function<torch::Tensor(torch::Tensor, torch::Tensor,
-                                                 torch::Tensor)>& loss_of,
+    int64_t n,
+    const std::function<torch::Tensor(torch::Tensor, torch::Tensor,
+                                      torch::Tensor)>& loss_of,
     bool is_mean, bool classes) {
   torch::manual_seed(4);
   auto x = torch::randn({n, 5});
-  auto y = classes ? torch::randint(0, 3, {n}, torch::kLong)
-                   : torch::randn({n, 3});
+  auto y =
+      classes ? torch::randint(0, 3, {n}, torch::kLong) : torch::randn({n, 3});
   torch::nn::Sequential reference(torch::nn::Linear(5, 8),
                                   torch::nn::Functional(torch::tanh),
                                   torch::nn::Linear(8, 3));
@@ -156,8 +157,8 @@ TEST_P(RowShardGradient, PlainAverageOfShardMeansIsNotTheMean) {
   // means, which is not the mean of 6001 rows. The test can fail.
   ddp_test::run_ranks(GetParam(), [] {
     torch::manual_seed(9);
-    const auto x = torch::randn({6001, 1}) + torch::arange(6001).reshape(
-                                                 {6001, 1}) / 1000.0;
+    const auto x = torch::randn({6001, 1}) +
+                   torch::arange(6001).reshape({6001, 1}) / 1000.0;
     ddp::RowShard rows(6001);
     const auto mine = rows.of(x);
     auto plain = mine.mean().to(torch::kDouble);

@@ -2,6 +2,7 @@
 
 // Entry header of the ddp runtime: what programs migrated by ddpify include.
 
+#include <ddp/checkpoint.h>
 #include <ddp/data.h>
 #include <ddp/data_parallel.h>
 #include <ddp/distributed.h>
