@@ -5,8 +5,10 @@
 // other files (`cv::imwrite`, `std::filesystem::create_directory`) with
 // `if (ddp::is_main_process())` (analyses/MainProcessWrites.h plans the
 // guards with R7's). A file a stream or fopen opens for writing gets its path
-// through `ddp::output_path`, and a checkpoint every rank reads back after
-// the main process wrote it gets `ddp::barrier();` before the read.
+// through `ddp::output_path`. A checkpoint every rank reads back after the
+// main process wrote it is read with `ddp::load` (rank 0 reads, every rank
+// gets its bytes: no shared disk needed), other reads of it get
+// `ddp::barrier();` before them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -206,6 +208,10 @@ private:
       const Stmt *Site = barrierSite(Load);
       if (!Site)
         continue;
+      if (qualifiedCalleeName(Load) == "torch::load") {
+        emitLoadFromMain(Load, Site, Key, Findings);
+        continue;
+      }
       Finding F =
           Writes.locator().make(*Context, SourceRange(Site->getBeginLoc()),
                                 "R8", "ddp-unguarded-save");
@@ -230,6 +236,66 @@ private:
           "model is identical on every rank)");
       Findings.push_back(std::move(F));
       Findings.push_back(std::move(Note));
+    }
+  }
+
+  /// R8 for `torch::load(value, path)` of a file the main process writes:
+  /// `ddp::load`, which reads it on rank 0 and hands its bytes to every rank
+  /// (runtime/include/ddp/checkpoint.h), so ranks on hosts without a shared
+  /// disk, or in working directories of their own, load what rank 0 saved;
+  /// and in the `if` around it (`Site`), a test of whether that file exists
+  /// becomes `ddp::exists_on_main`, so that every rank takes rank 0's branch.
+  void emitLoadFromMain(const CallExpr *Load, const Stmt *Site,
+                        const std::string &Key, FindingList &Findings) {
+    const Expr *Callee = strip(Load->getCallee());
+    Finding F = Writes.locator().make(*Context, Callee->getSourceRange(), "R8",
+                                      "ddp-unguarded-save");
+    if (F.FilePath.empty() || F.InMacro || !Writes.claimSpot(F))
+      return;
+    F.Edits.push_back({F.Offset, F.Length, "ddp::load"});
+    F.Message = "this reads a file only the main process writes: "
+                "'ddp::load' reads it on rank 0 and hands its bytes to every "
+                "rank";
+    // The note above the statement that holds the read (its `if`, its
+    // `try`), not inside a branch without braces.
+    Finding At = Writes.locator().make(
+        *Context, SourceRange(Site->getBeginLoc()), "R8", "ddp-unguarded-save");
+    Finding Note = reportNoteFor(
+        At.FilePath.empty() ? F : At, "read-after-save",
+        "every rank reads a file here that only the main process writes: "
+        "ddp::load reads it on rank 0 and broadcasts its bytes, so the "
+        "other ranks need no copy of it (no shared filesystem)");
+    Findings.push_back(std::move(F));
+    Findings.push_back(std::move(Note));
+    emitExistsOnMain(Site, Key, Findings);
+  }
+
+  /// `std::filesystem::exists(path)` of the checkpoint `Key` inside `Site`
+  /// (the `if` or `try` around a load): `ddp::exists_on_main(path)`.
+  void emitExistsOnMain(const Stmt *Site, const std::string &Key,
+                        FindingList &Findings) {
+    auto Matches =
+        match(stmt(forEachDescendant(
+                  callExpr(callee(functionDecl(hasAnyName(
+                               "::std::filesystem::exists",
+                               "::std::experimental::filesystem::exists"))),
+                           argumentCountIs(1))
+                      .bind("exists"))),
+              *Site, *Context);
+    for (const auto &Match : Matches) {
+      const auto *Exists = Match.getNodeAs<CallExpr>("exists");
+      if (Writes.pathKey(Exists->getArg(0)) != Key)
+        continue;
+      const Expr *Callee = strip(Exists->getCallee());
+      Finding F = Writes.locator().make(*Context, Callee->getSourceRange(),
+                                        "R8", "ddp-unguarded-save");
+      if (F.FilePath.empty() || F.InMacro || !Writes.claimSpot(F))
+        continue;
+      F.Edits.push_back({F.Offset, F.Length, "ddp::exists_on_main"});
+      F.Message = "whether the main process's checkpoint exists: "
+                  "'ddp::exists_on_main' answers rank 0's answer on every "
+                  "rank, so every rank takes the same branch";
+      Findings.push_back(std::move(F));
     }
   }
 

@@ -112,10 +112,11 @@ BATCH = 16  # per rank under ddprun; REF_BATCH is 2 * BATCH unless unsharded
 #   one_folder: both ranks run in one working directory (a file rank 0
 #             writes and every rank reads back); the files of that folder
 #             must be the reference's
-#   apart_fails: a file name: the same run with each rank in a folder of
-#             its own (other hosts without a shared filesystem) must end
-#             non-zero within the timeout, never hang or succeed, with a
-#             line naming that file
+#   apart:    a file name, one that rank 0 writes and every rank reads
+#             back: the same run with each rank in a folder of its own
+#             (other hosts without a shared filesystem) must exit 0, with
+#             rank 0's stdout that of the run in one folder, the file in
+#             rank 0's folder only
 #   source:   the idiom folder of the program when it is another idiom's
 #   migrate_args: options given to every `ddpify migrate` of the test
 #             (e.g. --shard-optimizer)
@@ -304,18 +305,18 @@ IDIOMS = {
     # stops at the step the reference stops), log lines through an
     # std::ostream& parameter and a logger holding std::cout, printf; the
     # best model saved to best.pt and read back by every rank at the end
-    # (R8: a barrier before the read): one folder for both ranks, and in
-    # folders apart the run must fail, naming the file.
+    # (R8: ddp::load, rank 0 reads, every rank gets the bytes): one folder
+    # for both ranks, and in folders apart (no shared disk) the same run.
     "early_stop_best": dict(
         exe="early_stop", args=lambda b, i: [str(b)], models=1,
-        files=["best.pt"], one_folder=True, apart_fails="best.pt",
+        files=["best.pt"], one_folder=True, apart="best.pt",
         report=r"(?s)(?=.*read-after-save [^\n]*shared filesystem)"
                r"(?=.*divergent-exit-averaged )",
         edited={"main.cpp": [
             r"if \(ddp::all_reduce\(last_loss, ddp::ReduceOp::kMean\) < "
             r"target\)\n\s+// ddpify: divergent-exit-averaged: [^\n]*\n"
             r"\s+break;",
-            r"ddp::barrier\(\);\n\s+torch::load\(restored, \"best.pt\"\);",
+            r"\n\s+ddp::load\(restored, \"best.pt\"\);",
             r"if \(ddp::is_main_process\(\)\)\s*\{?\s*os << ",
             r"if \(ddp::is_main_process\(\)\)\s*\{?\s*out_ << "]}),
     # Model library (net/) and trainer (app/) in sibling folders, Torch
@@ -587,7 +588,7 @@ def main():
     spec = dict(compare="exact", files=[], text=[], exit=0, report=None,
                 ref_batch=2 * BATCH, untouched=False, prepare=None,
                 atol=ATOL, rtol=RTOL, whole=False, notes=[], edited={},
-                database={}, one_folder=False, apart_fails=None,
+                database={}, one_folder=False, apart=None,
                 progress=None, source=None, migrate_args=[],
                 same_without_migrate_args=False)
     spec.update(IDIOMS[name])
@@ -895,24 +896,31 @@ def main():
                                        spec["atol"], spec["rtol"])
         checks.record(f"file-equals-reference:{rel}", not difference,
                       difference)
-    if spec["apart_fails"]:
+    if spec["apart"]:
         apart_dir = os.path.join(work, "apart")
         for r in (0, 1):
             os.makedirs(os.path.join(apart_dir, f"rank{r}"))
-        # A rank that cannot read the file must end the job quickly: 20 s
-        # for a hang to show as one (DDP_TIMEOUT_SECONDS) and 120 s in all.
-        code, out, err = rx.run(
-            [ddprun, "--nproc-per-node", "2", "--", "/bin/sh", "-c",
-             'cd "$0/rank$RANK" && exec "$@"', apart_dir, exe] +
+        # A hang would end within 20 s (DDP_TIMEOUT_SECONDS), 120 s in all.
+        acode, aout, aerr = rx.run(
+            [ddprun, "--nproc-per-node", "2", "--tee=3", "--", "/bin/sh",
+             "-c", 'cd "$0/rank$RANK" && exec "$@"', apart_dir, exe] +
             spec["args"](BATCH, inputs),
             env=rx.clean_env({"DDP_TIMEOUT_SECONDS": "20"}), timeout=120,
             log=os.path.join(logs, "apart.log"))
-        named = [line for line in err.split("\n")
-                 if spec["apart_fails"] in line]
-        checks.record("apart-folders-fail-loudly",
-                      code not in (0, None) and code != -9 and named,
-                      f"exit {code}; lines naming {spec['apart_fails']}: "
-                      f"{named[:2]}\n{rx.tail(err)}")
+        apart_stdout = rx.split_ranks(aout)
+        difference = compare_lines(
+            [line for line in apart_stdout.get(0, []) if line.strip()],
+            [line for line in stdout.get(0, []) if line.strip()],
+            "exact", spec["atol"], spec["rtol"])
+        in_folder = [os.path.exists(os.path.join(apart_dir, f"rank{r}",
+                                                 spec["apart"]))
+                     for r in (0, 1)]
+        checks.record("apart-folders-run-as-one",
+                      acode == 0 and not difference and
+                      in_folder == [True, False],
+                      f"exit {acode}; {spec['apart']} in rank 0's and rank "
+                      f"1's folders: {in_folder}; {difference}\n"
+                      f"{rx.tail(aerr)}")
     if spec["same_without_migrate_args"]:
         same_without_migrate_args(args, spec, src, orig_build, work, logs, env,
                                   cache, sources, ddpify, ddprun, inputs,
