@@ -3,8 +3,10 @@
 #   bench/runtime/run.sh [BUILD_DIR] [REPS]
 #   bench/runtime/run.sh multihost [BUILD_DIR] [REPS]   (root: test hosts, a
 #       rate-limited link at 1 and 10 Gbit/s; bench/runtime/multihost.py)
-#   bench/runtime/run.sh sync-check [BUILD_DIR] [REPS]  (the sync check's
-#       cost, K = 1 and 100 against off; bench/runtime/sync_check.py)
+#   bench/runtime/run.sh sync-check [BUILD_DIR] [REPS]  (the safety nets'
+#       cost: the defaults, K = 1 and 100 against every net off;
+#       bench/runtime/sync_check.py; SYNC_CHECK_ARGS passes --steps and
+#       --config to it)
 #   bench/runtime/run.sh zero [BUILD_DIR] [REPS]  (ddp::ZeroRedundancyOptimizer
 #       against the unsharded optimizer: state per rank, step time;
 #       bench/runtime/zero.py)
@@ -47,7 +49,8 @@ if [ "$mode" = multihost ]; then
 fi
 if [ "$mode" = sync-check ]; then
   exec "$python" "$root/bench/runtime/sync_check.py" \
-    --bench "$build/bench-runtime/ddp_bench" --reps "$reps"
+    --bench "$build/bench-runtime/ddp_bench" --reps "$reps" \
+    ${SYNC_CHECK_ARGS:-}
 fi
 if [ "$mode" = zero ]; then
   exec "$python" "$root/bench/runtime/zero.py" \

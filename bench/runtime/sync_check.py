@@ -26,11 +26,18 @@ def main():
     parser.add_argument("--bench", required=True)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=600,
+                        help="measured steps a run (the default period, "
+                             "256, checks twice in 600)")
+    parser.add_argument("--config", action="append", default=[],
+                        help="MODEL:BATCH, only these of bench.py's "
+                             "CONFIGS (repeatable)")
     args = parser.parse_args()
     rows = []
-    for model, batch, steps in CONFIGS:
-        # The default period (256) checks twice in 600 measured steps.
-        steps = max(steps, 600)
+    configs = [c for c in CONFIGS
+               if not args.config or f"{c[0]}:{c[1]}" in args.config]
+    for model, batch, steps in configs:
+        steps = max(steps, args.steps)
         common = ["--model", model, "--batch", str(batch), "--steps", str(steps),
                   "--mode", "ddp"]
         samples = {name: [] for name, _, _ in SETTINGS}

@@ -263,6 +263,10 @@ int bench(const Args& args) {
 } // namespace
 
 int main(int argc, char** argv) {
+  // The `ranks` check trains a reference model on every rank, outside any
+  // wrapper, on purpose (the whole global batch in one process): the
+  // documented opt-in of the runtime's unwrapped-training net.
+  ::setenv("DDP_ALLOW_UNWRAPPED", "1", /*overwrite=*/0);
   ddp::init(argc, argv);
   const Args args = parse(argc, argv);
   if (!check_group(args)) {
