@@ -965,21 +965,7 @@ private:
     }
     const SourceManager &SM = Context->getSourceManager();
     std::string Wrap = "ddp::distribute(*this);";
-    bool StartsLine = false;
-    std::string Indent = indentationOf(SM, Body->getRBracLoc(), StartsLine);
-    std::string Inner = Indent + "  ";
-    if (!Body->body_empty()) {
-      bool FirstStarts = false;
-      std::string First =
-          indentationOf(SM, Body->body_front()->getBeginLoc(), FirstStarts);
-      if (FirstStarts)
-        Inner = First;
-    }
-    if (StartsLine)
-      F.Offset -= Indent.size();
-    F.Length = 0;
-    F.replaceRangeWith((StartsLine ? "" : " ") +
-                       statementsText({Wrap}, StartsLine, Inner));
+    appendToBody(F, SM, Body, {Wrap});
     F.Message = "module class '" + Class +
                 "' trains its own parameters with an optimizer it builds: "
                 "every instance gets no gradient averaging across processes; "
@@ -1520,6 +1506,28 @@ private:
     return Text;
   }
 
+  /// Turns F, located at Body's closing brace, into an insertion of
+  /// Statements at the end of Body, indented as Body's first statement.
+  static void appendToBody(Finding &F, const SourceManager &SM,
+                           const CompoundStmt *Body,
+                           llvm::ArrayRef<std::string> Statements) {
+    bool StartsLine = false;
+    std::string Indent = indentationOf(SM, Body->getRBracLoc(), StartsLine);
+    std::string Inner = Indent + "  ";
+    if (!Body->body_empty()) {
+      bool FirstStarts = false;
+      std::string First =
+          indentationOf(SM, Body->body_front()->getBeginLoc(), FirstStarts);
+      if (FirstStarts)
+        Inner = First;
+    }
+    if (StartsLine)
+      F.Offset -= Indent.size();
+    F.Length = 0;
+    F.replaceRangeWith((StartsLine ? "" : " ") +
+                       statementsText(Statements, StartsLine, Inner));
+  }
+
   /// A model no statement can place and wrap before its optimizer is built
   /// (a member whose class has no constructor body, its optimizer a member
   /// too; a global): the parameters() that reach the optimizer become
@@ -1624,21 +1632,7 @@ private:
           Device = "ddp::device()";
         std::string Place = Placed + "to(" + Device + ");";
         std::string Wrap = "ddp::distribute(" + Wrapped + ");";
-        bool StartsLine = false;
-        std::string Indent = indentationOf(SM, Body->getRBracLoc(), StartsLine);
-        std::string Inner = Indent + "  ";
-        if (!Body->body_empty()) {
-          bool FirstStarts = false;
-          std::string First =
-              indentationOf(SM, Body->body_front()->getBeginLoc(), FirstStarts);
-          if (FirstStarts)
-            Inner = First;
-        }
-        if (StartsLine)
-          F.Offset -= Indent.size();
-        F.Length = 0;
-        F.replaceRangeWith((StartsLine ? "" : " ") +
-                           statementsText({Place, Wrap}, StartsLine, Inner));
+        appendToBody(F, SM, Body, {Place, Wrap});
         F.Message = "trained model '" + Field->getName().str() +
                     "' gets no gradient averaging across processes and is "
                     "not placed on a device; '" +
