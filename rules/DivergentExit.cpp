@@ -22,7 +22,9 @@
 //
 // non-torch-loader: a loop that calls backward() and whose data does not come
 // from a torch data loader (no range-for over one, here or around it): its
-// samples are not sharded, so every rank trains on the same ones.
+// samples are not sharded, so every rank trains on the same ones. The note
+// provides `unsharded-loop:FILE:OFFSET`, which a rule that shares the loop's
+// data out another way requires, and gives way to its `sharded-loop:` key.
 //
 //===----------------------------------------------------------------------===//
 
@@ -802,6 +804,11 @@ private:
         continue;
       F.Length = 0;
       F.ReportId = "non-torch-loader";
+      // A rule that shares this loop's data out by other means (an opt-in
+      // one: per-rank rollouts) requires this key and provides the other.
+      std::string Where = F.FilePath + ":" + std::to_string(F.Offset);
+      F.Provides = "unsharded-loop:" + Where;
+      F.Excludes = {"sharded-loop:" + Where};
       F.NotRewrittenReason =
           "this training loop's data does not come from a torch data loader, "
           "so ddpify cannot shard it and every rank trains on the same "

@@ -141,6 +141,14 @@ cl::opt<bool> ShardOptimizer(
              "the optimizer state of its share of the parameters; R14)"),
     cl::cat(DdpifyCategory));
 
+cl::opt<bool> RolloutsPerRank(
+    "rollouts-per-rank",
+    cl::desc("migrate, diff: each rank collects its own rollouts in a "
+             "training loop that draws its own experience (reinforcement "
+             "learning): ddp::reseed_per_rank() before it; the samples per "
+             "update are multiplied by the number of processes (R16)"),
+    cl::cat(DdpifyCategory));
+
 cl::opt<bool> Quiet("quiet",
                     cl::desc("No progress or statistics on stderr (errors "
                              "and not-rewritten items are still shown)"),
@@ -322,6 +330,8 @@ void takeOptions(const char *Argv0, ToolOptions &Options,
   Options.FormatStyle = FormatStyle;
   if (ShardOptimizer)
     Options.OptInRules.push_back("R14");
+  if (RolloutsPerRank)
+    Options.OptInRules.push_back("R16");
   LintOpts.Format = Format;
   LintOpts.WarningsAsErrors = WarningsAsErrors;
   LintOpts.ExportFixes = ExportFixes;
@@ -377,6 +387,11 @@ int checkOptions(ToolOptions &Options, bool ColorGiven) {
   if (Options.RunMode == Mode::Lint && ShardOptimizer) {
     errs() << "ddpify: error: --shard-optimizer only applies to migrate and "
               "diff\n";
+    return ExitError;
+  }
+  if (Options.RunMode == Mode::Lint && RolloutsPerRank) {
+    errs() << "ddpify: error: --rollouts-per-rank only applies to migrate "
+              "and diff\n";
     return ExitError;
   }
   // Without sources, a `.clang-format` is looked for from the root (or the

@@ -258,6 +258,33 @@ IDIOMS = {
     # non-torch-loader note (the second saying why): every rank trains on
     # everything, so the reference runs at the same window, and both models
     # are wrapped and end identical.
+    # A pole balanced on a cart by REINFORCE: the environment draws its
+    # start and its wind from a std::mt19937 the program seeds, the policy
+    # its actions with torch::multinomial. Migrated as it is, every rank
+    # plays the same episodes (the loop's non-torch-loader note), so rank 0
+    # prints what one process prints; the engine and torch's stream are
+    # untouched.
+    "rollouts_env": dict(
+        exe="balance", args=lambda b, i: ["40"], models=1, ref_batch=BATCH,
+        report=r"non-torch-loader ",
+        edited={"main.cpp": [
+            r"non-torch-loader: [^\n]*\n *for \(int episode = 1; ",
+            r"(?s)^(?!.*reseed_per_rank)"]}),
+    # The same with --rollouts-per-rank (R16): ddp::reseed_per_rank() and
+    # ddp::reseed_per_rank(rng) before the loop, so each rank plays its own
+    # episodes and every update averages both ranks' gradients: the ranks
+    # stay identical, and rank 0's returns are no longer one process's (its
+    # updates saw twice the episodes).
+    "rollouts_per_rank": dict(
+        source="rollouts_env", exe="balance", args=lambda b, i: ["40"],
+        models=1, ref_batch=BATCH, migrate_args=["--rollouts-per-rank"],
+        compare="structure", differs=[r"^episode "],
+        report=r"rollouts-per-rank .*samples per update are multiplied",
+        edited={"main.cpp": [
+            r"// ddpify: rollouts-per-rank: [^\n]*\n *"
+            r"ddp::reseed_per_rank\(\);\n *ddp::reseed_per_rank\(rng\);"
+            r"\n *for \(int episode = 1; ",
+            r"(?s)^(?!.*non-torch-loader)"]}),
     "rollouts_and_windows": dict(
         exe="rollouts_and_windows", args=lambda b, i: [str(b)], models=2,
         ref_batch=BATCH,
@@ -590,7 +617,7 @@ def main():
                 atol=ATOL, rtol=RTOL, whole=False, notes=[], edited={},
                 database={}, one_folder=False, apart=None,
                 progress=None, source=None, migrate_args=[],
-                same_without_migrate_args=False)
+                same_without_migrate_args=False, differs=[])
     spec.update(IDIOMS[name])
     checks = rx.Checks(f"idiom.{name}")
     src = os.path.join(args.source_root, "test", "e2e", "idioms",
@@ -870,6 +897,16 @@ def main():
     checks.record(f"stdout-equals-reference-{spec['compare']}",
                   not difference, difference + "\n--- reference stdout\n" +
                   rx.tail(rout, 20))
+
+    # Lines that must differ from one process's: an opt-in that changes what
+    # an update sees took effect.
+    for pattern in spec["differs"]:
+        mine = [line for line in rank0 if re.search(pattern, line)]
+        theirs = [line for line in ref_lines if re.search(pattern, line)]
+        checks.record(f"differs-from-reference:{pattern}",
+                      bool(mine) and len(mine) == len(theirs) and
+                      mine != theirs,
+                      f"2 ranks: {mine}, reference: {theirs}")
 
     written = {r: rx.files_in(os.path.join(ddp_dir, f"rank{r}"))
                for r in (0, 1)}
