@@ -109,6 +109,18 @@ std::string FindingLocator::realPath(const SourceManager &SM, FileID File) {
   return Result;
 }
 
+std::string defaultProjectRoot(llvm::StringRef SourcePath) {
+  llvm::StringRef Folder = llvm::sys::path::parent_path(SourcePath);
+  for (llvm::StringRef Dir = Folder; !Dir.empty();
+       Dir = llvm::sys::path::parent_path(Dir)) {
+    llvm::SmallString<256> Git(Dir);
+    llvm::sys::path::append(Git, ".git");
+    if (llvm::sys::fs::exists(Git))
+      return Dir.str();
+  }
+  return Folder.str();
+}
+
 bool isPathUnder(llvm::StringRef Path, llvm::StringRef Dir) {
   return Path.starts_with(Dir) &&
          (Path.size() == Dir.size() || Dir.ends_with("/") ||

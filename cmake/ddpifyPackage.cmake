@@ -37,4 +37,6 @@ if(DDPIFY_BUILD_RUNTIME)
   endif()
 endif()
 string(JOIN ", " CPACK_DEBIAN_PACKAGE_DEPENDS ${ddpify_deb_depends})
+# The ddp-* checks inside clang-tidy (lib/ddpify/libddpifyTidy.so).
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "clang-tidy-19")
 include(CPack)

@@ -6,6 +6,10 @@ packages=(
   cmake ninja-build g++ git python3 ccache
   clang-19 libclang-19-dev libclang-cpp19-dev llvm-19-dev llvm-19-tools
   clang-tools-19 clang-format-19
+  # The ddp-* checks inside clang-tidy (tidy/, --load).
+  clang-tidy-19
+  # cpack's Debian package: dpkg-shlibdeps (cmake/ddpifyPackage.cmake).
+  dpkg-dev
   libtorch-dev libgloo-dev python3-torch
   googletest libgtest-dev
   # ddprun's job token: HMAC-SHA256 and random challenges (libcrypto).

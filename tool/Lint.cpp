@@ -102,15 +102,6 @@ Located locate(llvm::StringRef Code, size_t Offset) {
   return L;
 }
 
-/// The message with, for code in a macro expansion, why it has no fix-it.
-std::string fullMessage(const Finding &F) {
-  if (!F.InMacro)
-    return F.Message;
-  return F.Message + " (inside macro" +
-         (F.MacroName.empty() ? "" : " '" + F.MacroName + "'") +
-         "; no automatic fix)";
-}
-
 /// One diagnostic that is printed: a Finding and what lint decided about it.
 struct Reported {
   const Finding *F;
@@ -270,7 +261,7 @@ void printText(const std::vector<Reported> &Diags, SourceCache &Sources,
     else
       OS.changeColor(llvm::raw_ostream::MAGENTA, true) << "warning: ";
     OS.changeColor(llvm::raw_ostream::SAVEDCOLOR, true);
-    OS << fullMessage(F);
+    OS << F.diagnosticMessage();
     OS << " [" << F.CheckName << (R.IsError ? ",-warnings-as-errors" : "")
        << "]";
     OS.resetColor();
@@ -424,7 +415,7 @@ void printSarif(const std::vector<Reported> &Diags,
     llvm::json::Object Item{
         {"ruleId", F.CheckName},
         {"level", R.IsError ? "error" : "warning"},
-        {"message", llvm::json::Object{{"text", fullMessage(F)}}},
+        {"message", llvm::json::Object{{"text", F.diagnosticMessage()}}},
         {"locations",
          llvm::json::Array{llvm::json::Object{
              {"physicalLocation",
@@ -560,7 +551,7 @@ int exportFixes(const ToolOptions &Options, const LintOptions &LintOpts,
   std::set<std::string> FilesWithExtras;
   for (const Reported &R : Diags) {
     const Finding &F = *R.F;
-    tooling::DiagnosticMessage Message(fullMessage(F));
+    tooling::DiagnosticMessage Message(F.diagnosticMessage());
     Message.FilePath = F.FilePath;
     Message.FileOffset = F.Offset;
     if (R.Edit) {

@@ -184,19 +184,6 @@ std::string absoluteRealPath(llvm::StringRef Path) {
   return Real.str().str();
 }
 
-/// The git top-level holding Path (a folder with .git), else Path's folder.
-std::string defaultRoot(llvm::StringRef SourcePath) {
-  llvm::StringRef Folder = llvm::sys::path::parent_path(SourcePath);
-  for (llvm::StringRef Dir = Folder; !Dir.empty();
-       Dir = llvm::sys::path::parent_path(Dir)) {
-    llvm::SmallString<256> Git(Dir);
-    llvm::sys::path::append(Git, ".git");
-    if (llvm::sys::fs::exists(Git))
-      return Dir.str();
-  }
-  return Folder.str();
-}
-
 std::unique_ptr<CompilationDatabase>
 loadCompilationDatabase(const ToolOptions &Options, llvm::StringRef FirstSource,
                         std::string &Error) {
@@ -231,26 +218,6 @@ loadCompilationDatabase(const ToolOptions &Options, llvm::StringRef FirstSource,
   // Headers and new files get the command of their closest sibling.
   return inferMissingCompileCommands(
       expandResponseFiles(std::move(Database), llvm::vfs::getRealFileSystem()));
-}
-
-/// Drops each finding one of whose Requires no finding of the whole run
-/// Provides (or whose negation, "!" + key, one does), and each finding one
-/// of whose Excludes some finding provides.
-void dropUnmetRequirements(FindingList &Findings) {
-  llvm::StringSet<> Provided;
-  for (const Finding &F : Findings)
-    if (!F.Provides.empty())
-      Provided.insert(F.Provides);
-  llvm::erase_if(Findings, [&](const Finding &F) {
-    return llvm::any_of(F.Requires,
-                        [&](const std::string &Key) {
-                          return !Provided.contains(Key) ||
-                                 Provided.contains("!" + Key);
-                        }) ||
-           llvm::any_of(F.Excludes, [&](const std::string &Key) {
-             return Provided.contains(Key);
-           });
-  });
 }
 
 /// Whether the units' program facts (Finding::Provides) show a main and
@@ -496,7 +463,7 @@ public:
       llvm::SmallString<256> Here;
       llvm::sys::fs::current_path(Here);
       std::string Cwd = absoluteRealPath(Here);
-      Result.Root = defaultRoot(
+      Result.Root = defaultProjectRoot(
           Sources.empty() ? (Cwd.empty() ? Here.str().str() : Cwd) + "/-"
                           : Sources.front());
     } else {
@@ -670,12 +637,7 @@ public:
     dropUnmetRequirements(Findings);
     // A header included by several translation units is found several
     // times.
-    std::stable_sort(Findings.begin(), Findings.end());
-    Findings.erase(std::unique(Findings.begin(), Findings.end(),
-                               [](const Finding &A, const Finding &B) {
-                                 return A.sameSpot(B);
-                               }),
-                   Findings.end());
+    mergeSameSpots(Findings);
     // Lint-only checks have no migration rule: migrate and diff neither
     // apply their fix-its nor report them (report items carry a ReportId).
     if (Options.RunMode != Mode::Lint)

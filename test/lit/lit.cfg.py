@@ -49,6 +49,8 @@ config.substitutions.append(("%not", os.path.join(config.llvm_tools_dir, "not"))
 config.substitutions.append(("%torch_flags", "-- " + compile_args + " -I" + runtime_include))
 config.substitutions.append(("%torch_args", compile_args))
 config.substitutions.append(("%runtime_include", runtime_include))
+# clang-tidy with ddpify's checks loaded (tidy/): `%clang_tidy --checks=...`.
+config.substitutions.append(("%clang_tidy", os.path.join(config.llvm_tools_dir, "clang-tidy") + " --load=" + os.path.join(config.ddpify_build_dir, "lib", "libddpifyTidy.so")))
 # The clang++ the migrated programs are checked with, for a test's own flags.
 config.substitutions.append(("%clangxx", config.clangxx))
 # Checks that the migrated program compiles against LibTorch and the runtime.

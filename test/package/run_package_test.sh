@@ -32,7 +32,8 @@ for needed in libclang-cpp19 libllvm19 libclang-common-19-dev libtorch-dev; do
 done
 listing=$(dpkg-deb -c "$deb")
 for file in usr/bin/ddpify usr/bin/ddprun usr/include/ddp/ddp.h \
-  usr/lib/cmake/ddpify/ddpifyConfig.cmake usr/lib/pkgconfig/ddpify.pc; do
+  usr/lib/cmake/ddpify/ddpifyConfig.cmake usr/lib/pkgconfig/ddpify.pc \
+  usr/lib/ddpify/libddpifyTidy.so; do
   grep -q "\./$file\$" <<<"$listing" || fail "the package has no /$file"
 done
 
@@ -42,6 +43,10 @@ dpkg-deb -x "$deb" "$work/root"
 ddpify="$prefix/bin/ddpify"
 ddprun="$prefix/bin/ddprun"
 "$ddpify" --version
+# Its clang-tidy module loads and lists the ddp-* checks.
+clang-tidy-19 --load="$prefix/lib/ddpify/libddpifyTidy.so" \
+  --checks='-*,ddp-*' --list-checks | grep -q ddp-cuda-call ||
+  fail "clang-tidy-19 does not list the package's ddp-* checks"
 
 # 3. The bundled example: its compilation database, migrate, build.
 src="$work/csv_regression"

@@ -22,6 +22,10 @@ namespace ddpify {
 /// Whether Path is Dir or lies inside it (a path prefix, not a string one).
 bool isPathUnder(llvm::StringRef Path, llvm::StringRef Dir);
 
+/// The project root of a source file when none is given: the git top-level
+/// holding it (a folder with .git), else the file's folder.
+std::string defaultProjectRoot(llvm::StringRef SourcePath);
+
 /// E with every layer of parentheses and implicit nodes (casts,
 /// temporaries, cleanups) removed; null stays null.
 const clang::Expr *stripParensAndImplicit(const clang::Expr *E);

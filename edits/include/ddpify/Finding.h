@@ -88,6 +88,16 @@ struct Finding {
   bool InMacro = false;
   std::string MacroName;
 
+  /// The message a diagnostic shows (lint, the clang-tidy checks): for code
+  /// in a macro expansion, with why it has no fix-it.
+  std::string diagnosticMessage() const {
+    if (!InMacro)
+      return Message;
+    return Message + " (inside macro" +
+           (MacroName.empty() ? "" : " '" + MacroName + "'") +
+           "; no automatic fix)";
+  }
+
   /// The edit that replaces the finding's whole range with Text (the only
   /// edit of the finding).
   void replaceRangeWith(std::string Text) {
@@ -117,6 +127,15 @@ struct Finding {
 
 /// Matchers append here; one sink per run, shared by every translation unit.
 using FindingList = std::vector<Finding>;
+
+/// Drops each finding one of whose Requires no finding of the list Provides
+/// (or whose negation, "!" + key, one does), and each finding one of whose
+/// Excludes some finding provides.
+void dropUnmetRequirements(FindingList &Findings);
+
+/// Sorts the findings and keeps one of each spot seen through several
+/// translation units (a header included by several).
+void mergeSameSpots(FindingList &Findings);
 
 } // namespace ddpify
 
