@@ -50,6 +50,9 @@ config.substitutions.append(("%torch_flags", "-- " + compile_args + " -I" + runt
 config.substitutions.append(("%torch_args", compile_args))
 config.substitutions.append(("%runtime_include", runtime_include))
 # clang-tidy with ddpify's checks loaded (tidy/): `%clang_tidy --checks=...`.
+# Every build has the module but a sanitizer build (tidy/CMakeLists.txt).
+if not config.sanitizers:
+    config.available_features.add("ddpify-tidy")
 config.substitutions.append(("%clang_tidy", os.path.join(config.llvm_tools_dir, "clang-tidy") + " --load=" + os.path.join(config.ddpify_build_dir, "lib", "libddpifyTidy.so")))
 # The clang++ the migrated programs are checked with, for a test's own flags.
 config.substitutions.append(("%clangxx", config.clangxx))
