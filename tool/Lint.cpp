@@ -3,6 +3,7 @@
 #include "Lint.h"
 #include "BuildConfig.h"
 #include "Output.h"
+#include "Rdjson.h"
 #include "ddpify/AtomicFile.h"
 #include "ddpify/EditSet.h"
 #include "ddpify/Registry.h"
@@ -497,6 +498,63 @@ void printSarif(const std::vector<Reported> &Diags,
 }
 
 //===--------------------------------------------------------------------===//
+// rdjson (reviewdog)
+//===--------------------------------------------------------------------===//
+
+/// Each finding a diagnostic; its fix-it one suggestion on the whole lines it
+/// touches (Rdjson.h), its notes related locations.
+void printRdjson(const std::vector<Reported> &Diags,
+                 const PipelineResult &Result, SourceCache &Sources,
+                 llvm::raw_ostream &OS) {
+  llvm::json::Array Diagnostics;
+  for (const Reported &R : Diags) {
+    const Finding &F = *R.F;
+    llvm::StringRef Code = Sources.get(F.FilePath);
+    llvm::json::Object Range = rdjsonRange(Code, F.Offset, F.Offset + F.Length);
+    // Clang's line and column (which count bytes) are authoritative.
+    Range["start"] = llvm::json::Object{{"line", F.Line}, {"column", F.Column}};
+    llvm::json::Object Item{
+        {"message", fullMessage(F)},
+        {"location",
+         llvm::json::Object{{"path", rdjsonPath(F.FilePath, Result.Root)},
+                            {"range", std::move(Range)}}},
+        {"severity", R.IsError ? "ERROR" : "WARNING"},
+        {"code", llvm::json::Object{{"value", F.CheckName},
+                                    {"url", helpUri(F.CheckName)}}},
+    };
+    if (R.Edit && R.Edit->getFilePath() == F.FilePath) {
+      // reviewdog posts a suggestion on the lines of its diagnostic: the
+      // location becomes the fix-it's whole lines.
+      LineSuggestion S =
+          wholeLines(Code, R.Edit->getOffset(), R.Edit->getLength(),
+                     R.Edit->getReplacementText());
+      Item["location"] =
+          llvm::json::Object{{"path", rdjsonPath(F.FilePath, Result.Root)},
+                             {"range", rdjsonLineRange(Code, S)}};
+      Item["suggestions"] = llvm::json::Array{rdjsonSuggestion(Code, S)};
+    }
+    if (!F.Notes.empty()) {
+      llvm::json::Array Related;
+      for (const FindingNote &Note : F.Notes)
+        Related.push_back(llvm::json::Object{
+            {"message", Note.Message},
+            {"location",
+             llvm::json::Object{
+                 {"path", rdjsonPath(Note.FilePath, Result.Root)},
+                 {"range",
+                  llvm::json::Object{
+                      {"start",
+                       llvm::json::Object{{"line", Note.Line},
+                                          {"column", Note.Column}}}}}}},
+        });
+      Item["related_locations"] = std::move(Related);
+    }
+    Diagnostics.push_back(std::move(Item));
+  }
+  printRdjsonResult(std::move(Diagnostics), OS);
+}
+
+//===--------------------------------------------------------------------===//
 // Fixes
 //===--------------------------------------------------------------------===//
 
@@ -706,6 +764,9 @@ int runLint(const ToolOptions &Options, const LintOptions &LintOpts,
     break;
   case LintFormat::Sarif:
     printSarif(Diags, Result, Sources, OS);
+    break;
+  case LintFormat::Rdjson:
+    printRdjson(Diags, Result, Sources, OS);
     break;
   }
   OS.flush();

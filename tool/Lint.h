@@ -1,8 +1,9 @@
 //===- Lint.h - lint output, suppression and selection ----------*- C++ -*-===//
 //
 // `ddpify lint`: selects Findings with --checks, drops the ones a NOLINT
-// comment suppresses, and prints the rest as clang-style text, JSON or SARIF
-// 2.1.0; optionally exports the fix-its as clang-tidy YAML or applies them.
+// comment suppresses, and prints the rest as clang-style text, JSON, SARIF
+// 2.1.0 or reviewdog's rdjson; optionally exports the fix-its as clang-tidy
+// YAML or applies them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +17,7 @@
 
 namespace ddpify {
 
-enum class LintFormat { Text, Json, Sarif };
+enum class LintFormat { Text, Json, Sarif, Rdjson };
 enum class ColorMode { Auto, Always, Never };
 
 struct LintOptions {

@@ -95,16 +95,15 @@ llvm::Expected<std::string> readLink(llvm::StringRef Path) {
   return std::string(Target.data(), static_cast<size_t>(Size));
 }
 
-} // namespace
+/// What becomes of each line: the old line kept, removed, or a new line
+/// added.
+enum class LineOp { Keep, Remove, Add };
 
-std::string unifiedDiff(llvm::StringRef RelativePath, llvm::StringRef Old,
-                        llvm::StringRef New) {
-  if (Old == New)
-    return "";
-  std::vector<llvm::StringRef> OldLines = splitLines(Old);
-  std::vector<llvm::StringRef> NewLines = splitLines(New);
-  // Edits are few and local: one changed block between the common prefix
-  // and suffix, refined by pairing equal lines greedily inside it.
+/// The edit script from OldLines to NewLines. Edits are few and local: one
+/// changed block between the common prefix and suffix, refined by pairing
+/// equal lines greedily inside it.
+std::vector<LineOp> editScript(const std::vector<llvm::StringRef> &OldLines,
+                               const std::vector<llvm::StringRef> &NewLines) {
   size_t Prefix = 0;
   while (Prefix < OldLines.size() && Prefix < NewLines.size() &&
          OldLines[Prefix] == NewLines[Prefix])
@@ -120,8 +119,7 @@ std::string unifiedDiff(llvm::StringRef RelativePath, llvm::StringRef Old,
   // bounded in size (ddpify's edits touch few lines).
   size_t OldMid = OldLines.size() - Prefix - Suffix;
   size_t NewMid = NewLines.size() - Prefix - Suffix;
-  enum Op { Keep, Remove, Add };
-  std::vector<Op> Script;
+  std::vector<LineOp> Script;
   if (OldMid * NewMid <= 4000000) {
     std::vector<std::vector<unsigned>> Lcs(
         OldMid + 1, std::vector<unsigned>(NewMid + 1, 0));
@@ -134,21 +132,62 @@ std::string unifiedDiff(llvm::StringRef RelativePath, llvm::StringRef Old,
     while (I < OldMid || J < NewMid) {
       if (I < OldMid && J < NewMid &&
           OldLines[Prefix + I] == NewLines[Prefix + J]) {
-        Script.push_back(Keep), ++I, ++J;
+        Script.push_back(LineOp::Keep), ++I, ++J;
       } else if (I < OldMid &&
                  (J == NewMid || Lcs[I + 1][J] >= Lcs[I][J + 1])) {
-        Script.push_back(Remove), ++I;
+        Script.push_back(LineOp::Remove), ++I;
       } else {
-        Script.push_back(Add), ++J;
+        Script.push_back(LineOp::Add), ++J;
       }
     }
   } else {
-    Script.assign(OldMid, Remove);
-    Script.insert(Script.end(), NewMid, Add);
+    Script.assign(OldMid, LineOp::Remove);
+    Script.insert(Script.end(), NewMid, LineOp::Add);
   }
-  std::vector<Op> Full(Prefix, Keep);
+  std::vector<LineOp> Full(Prefix, LineOp::Keep);
   Full.insert(Full.end(), Script.begin(), Script.end());
-  Full.insert(Full.end(), Suffix, Keep);
+  Full.insert(Full.end(), Suffix, LineOp::Keep);
+  return Full;
+}
+
+} // namespace
+
+std::vector<ChangedLines> changedLines(llvm::StringRef Old,
+                                       llvm::StringRef New) {
+  std::vector<ChangedLines> Blocks;
+  if (Old == New)
+    return Blocks;
+  std::vector<llvm::StringRef> OldLines = splitLines(Old);
+  std::vector<llvm::StringRef> NewLines = splitLines(New);
+  std::vector<LineOp> Full = editScript(OldLines, NewLines);
+  size_t O = 0, N = 0;
+  for (size_t K = 0; K < Full.size();) {
+    if (Full[K] == LineOp::Keep) {
+      ++O, ++N, ++K;
+      continue;
+    }
+    ChangedLines Block{O, O, N, N};
+    for (; K < Full.size() && Full[K] != LineOp::Keep; ++K) {
+      if (Full[K] == LineOp::Remove)
+        ++O;
+      else
+        ++N;
+    }
+    Block.OldEnd = O;
+    Block.NewEnd = N;
+    Blocks.push_back(Block);
+  }
+  return Blocks;
+}
+
+std::string unifiedDiff(llvm::StringRef RelativePath, llvm::StringRef Old,
+                        llvm::StringRef New) {
+  if (Old == New)
+    return "";
+  std::vector<llvm::StringRef> OldLines = splitLines(Old);
+  std::vector<llvm::StringRef> NewLines = splitLines(New);
+  const LineOp Keep = LineOp::Keep, Remove = LineOp::Remove, Add = LineOp::Add;
+  std::vector<LineOp> Full = editScript(OldLines, NewLines);
 
   // Group changes into hunks with 3 lines of context.
   const size_t Context = 3;

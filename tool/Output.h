@@ -5,6 +5,8 @@
 
 #include "Pipeline.h"
 #include "llvm/Support/raw_ostream.h"
+#include <string>
+#include <vector>
 
 namespace ddpify {
 
@@ -17,6 +19,18 @@ int printDiff(const PipelineResult &Result, llvm::raw_ostream &OS);
 /// `lint` lives in Lint.h (runLint); --fix writes through writeMigration.
 
 /// The end-of-run report (summary, items, --report) is in Report.h.
+
+/// A run of changed lines: the old lines [OldBegin, OldEnd) become the new
+/// lines [NewBegin, NewEnd) (0-based; an empty old run is an insertion
+/// before old line OldBegin).
+struct ChangedLines {
+  size_t OldBegin = 0, OldEnd = 0, NewBegin = 0, NewEnd = 0;
+};
+
+/// The runs of changed lines from Old to New, in order, with unchanged lines
+/// between them: the edit script unifiedDiff prints.
+std::vector<ChangedLines> changedLines(llvm::StringRef Old,
+                                       llvm::StringRef New);
 
 /// A unified diff of one file with 3 lines of context; empty when equal.
 std::string unifiedDiff(llvm::StringRef RelativePath, llvm::StringRef Old,

@@ -56,6 +56,9 @@ struct ToolOptions {
   std::string FormatStyle = "none";
   /// The opt-in rules the run applies (e.g. "R14" for --shard-optimizer).
   std::vector<std::string> OptInRules;
+  /// diff: --format=rdjson, reviewdog's format (Rdjson.h), instead of a
+  /// unified diff.
+  bool DiffRdjson = false;
 };
 
 struct PipelineResult {

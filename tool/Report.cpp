@@ -2,6 +2,7 @@
 
 #include "Report.h"
 #include "Output.h"
+#include "Rdjson.h"
 #include "ddpify/AtomicFile.h"
 #include "ddpify/CMakeRewriter.h"
 #include "ddpify/ReportItems.h"
@@ -274,7 +275,8 @@ int migrateAndReport(const ToolOptions &Options, const PipelineResult &Result) {
 int diffAndReport(const ToolOptions &Options, const PipelineResult &Result,
                   llvm::raw_ostream &OS) {
   return withReport(Options, Result, [&] {
-    int Status = printDiff(Result, OS);
+    int Status = Options.DiffRdjson ? printDiffRdjson(Result, OS)
+                                    : printDiff(Result, OS);
     OS.flush();
     printReport(Options, Result);
     return withUnsafe(Status, Result);

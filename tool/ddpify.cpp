@@ -73,13 +73,19 @@ cl::opt<std::string>
            cl::desc("lint: comma-separated globs of checks to run, '-' "
                     "removes (e.g. '-*,ddp-cuda-call'; default: all)"),
            cl::init("*"), cl::cat(DdpifyCategory));
-cl::opt<LintFormat>
-    Format("format", cl::desc("lint: output format"),
-           cl::values(clEnumValN(LintFormat::Text, "text",
-                                 "clang-style diagnostics (default)"),
-                      clEnumValN(LintFormat::Json, "json", "one JSON document"),
-                      clEnumValN(LintFormat::Sarif, "sarif", "SARIF 2.1.0")),
-           cl::init(LintFormat::Text), cl::cat(DdpifyCategory));
+cl::opt<LintFormat> Format(
+    "format",
+    cl::desc("lint: output format; diff: text (a unified diff, default) or "
+             "rdjson"),
+    cl::values(clEnumValN(LintFormat::Text, "text",
+                          "clang-style diagnostics (default); diff: a "
+                          "unified diff"),
+               clEnumValN(LintFormat::Json, "json", "one JSON document"),
+               clEnumValN(LintFormat::Sarif, "sarif", "SARIF 2.1.0"),
+               clEnumValN(LintFormat::Rdjson, "rdjson",
+                          "reviewdog's diagnostic format, each edit a "
+                          "suggestion on the lines it replaces (lint, diff)")),
+    cl::init(LintFormat::Text), cl::cat(DdpifyCategory));
 cl::opt<std::string> WarningsAsErrors(
     "warnings-as-errors",
     cl::desc("lint: checks (globs, as --checks) whose findings are errors; "
@@ -333,6 +339,7 @@ void takeOptions(const char *Argv0, ToolOptions &Options,
   if (RolloutsPerRank)
     Options.OptInRules.push_back("R16");
   LintOpts.Format = Format;
+  Options.DiffRdjson = Format == LintFormat::Rdjson;
   LintOpts.WarningsAsErrors = WarningsAsErrors;
   LintOpts.ExportFixes = ExportFixes;
   LintOpts.Fix = Fix;
@@ -372,12 +379,21 @@ int checkOptions(ToolOptions &Options, bool ColorGiven) {
               "migrate\n";
     return ExitError;
   }
+  if (Options.RunMode == Mode::Diff && Format != LintFormat::Text &&
+      Format != LintFormat::Rdjson) {
+    errs() << "ddpify: error: diff prints a unified diff (--format=text) or "
+              "reviewdog's rdjson (--format=rdjson); json and sarif only "
+              "apply to lint\n";
+    return ExitError;
+  }
   if (Options.RunMode != Mode::Lint &&
-      (Format.getNumOccurrences() || WarningsAsErrors.getNumOccurrences() ||
+      ((Format.getNumOccurrences() && Options.RunMode != Mode::Diff) ||
+       WarningsAsErrors.getNumOccurrences() ||
        ExportFixes.getNumOccurrences() || Fix || ExitZero || ShowMigration ||
        ColorGiven)) {
-    errs() << "ddpify: error: --format, --color, --warnings-as-errors, "
-              "--export-fixes, --fix and --exit-zero only apply to lint\n";
+    errs() << "ddpify: error: --color, --warnings-as-errors, "
+              "--export-fixes, --fix and --exit-zero only apply to lint, "
+              "--format to lint and diff\n";
     return ExitError;
   }
   if (Options.RunMode == Mode::Lint && ReportFile.getNumOccurrences()) {

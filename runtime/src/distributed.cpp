@@ -5,6 +5,7 @@
 #include "c10d_compat.h"
 #include "env_launcher.h"
 #include "fault_report.h"
+#include "libtorch_logging.h"
 #include "subgroups.h"
 #include "unwrapped_check.h"
 
@@ -260,6 +261,9 @@ BackendPtr make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
   auto options = c10d::ProcessGroupGloo::Options::create(env.timeout);
   options->devices.push_back(gloo_device(env));
   options->threads = 2;
+  // Gloo connects every peer here; the 2.x Gloo prints a line to std::cout
+  // when it has (libtorch_logging.h).
+  const detail::GlooConnectQuiet quiet;
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank,
                                                      env.world_size, options);
 }
@@ -434,6 +438,7 @@ void init(int& argc, char** argv, InitOptions options) {
       detail::read_environment(detail::process_environment(), local_rank_arg,
                                options.backend, options.timeout);
   if (env.world_size > 1 || env.group_of_one) {
+    detail::configure_libtorch_logging();
     detail::install_fault_handler(env.rank, env.world_size);
     const auto name = choose_backend(env);
     auto store = make_store(env);

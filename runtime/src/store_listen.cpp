@@ -52,9 +52,12 @@ const char* store_listen_host() { return t_listen_host; }
 // LibTorch 1.13's server socket (c10d/socket.cpp, SocketListenOp) asks for
 // the wildcard addresses of its port, IPv6 (dual-stack "::") first, then
 // IPv4. Inside a StoreListenScope, on its thread, the passive query is
-// answered with the scope's host instead: an IPv4 MASTER_ADDR has no IPv6
-// address (the IPv6 attempt fails, 1.13 falls back to IPv4), an IPv6 one is
-// bound as itself. Everything else goes to the C library unchanged.
+// answered with the scope's host instead, in whatever family the host has:
+// the first (IPv6) attempt binds an IPv4 MASTER_ADDR as IPv4 at once. Asked
+// in the family of the query, an IPv4 host has no IPv6 address, and 1.13
+// logs the failed look-up as a c10d warning on every start ("The local IPv6
+// network addresses cannot be retrieved") before it falls back to IPv4.
+// Everything else goes to the C library unchanged.
 extern "C" int getaddrinfo(const char* node, const char* service,
                            const struct addrinfo* hints,
                            struct addrinfo** result) {
@@ -71,6 +74,7 @@ extern "C" int getaddrinfo(const char* node, const char* service,
       (hints->ai_flags & AI_PASSIVE) != 0) {
     struct addrinfo narrowed = *hints;
     narrowed.ai_flags &= ~AI_PASSIVE;
+    narrowed.ai_family = AF_UNSPEC;
     return libc_getaddrinfo(host, service, &narrowed, result);
   }
   return libc_getaddrinfo(node, service, hints, result);

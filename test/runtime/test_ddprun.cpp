@@ -1,8 +1,10 @@
 // The ddprun launcher: the environment it gives workers, failure handling,
 // signal forwarding, output prefixes, a job of two ddprun "nodes" on
-// loopback, and usage errors. Workers are the runtime's probe program
+// loopback, usage errors, and quiet starts (no LibTorch lines unless
+// DDP_DEBUG asks for them). Workers are the runtime's probe program
 // (init_probe.cpp) or /bin/sh.
 
+#include "libtorch_logging.h"
 #include "multiprocess.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -1105,6 +1108,163 @@ TEST(Ddprun, HostNameOnLoopbackListensOnEveryInterfaceWithOneLine) {
             1)
       << zero;
   EXPECT_TRUE(contains(zero, "rank 0 sum=3")) << zero;
+}
+
+/// The prefix `ddprun --tee` gives each line of a rank.
+const std::string kRank = "\\[rank[01]\\]: ";
+
+/// The lines of `output` that no pattern matches.
+std::vector<std::string> foreign_lines(const std::string& output,
+                                       const std::vector<std::regex>& own) {
+  std::vector<std::string> foreign;
+  std::istringstream lines(output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const bool known = std::any_of(own.begin(), own.end(), [&](const auto& re) {
+      return std::regex_match(line, re);
+    });
+    if (!known) {
+      foreign.push_back(line);
+    }
+  }
+  return foreign;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const auto& line : lines) {
+    text += line + "\n";
+  }
+  return text;
+}
+
+TEST(QuietStart, TwoRanksPrintOnlyWhatTheProgramPrints) {
+  // A healthy start on Gloo over loopback: the store, the group, the
+  // wrapper's groups and a training loop. Every line, stdout and stderr,
+  // is the program's own (ddprun says nothing with OMP_NUM_THREADS set;
+  // --tee keeps the ranks' lines whole and says whose they are):
+  // no glog preamble, no c10d warning, no Gloo connection line.
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"OMP_NUM_THREADS", "1"},
+      {"DDP_DEBUG", ddp_test::unset_value()},
+      {"TORCH_CPP_LOG_LEVEL", ddp_test::unset_value()}};
+  const auto sum = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "2", "--tee", DDP_INIT_PROBE_PATH, "sum"},
+             env),
+      180);
+  ASSERT_FALSE(sum.timed_out) << sum.output;
+  EXPECT_EQ(sum.status, 0) << sum.output;
+  EXPECT_EQ(count(sum.output, " sum=3\n"), 2) << sum.output;
+  EXPECT_EQ(joined(foreign_lines(sum.output,
+                                 {std::regex(kRank + "rank=[01] world=2 .*"),
+                                  std::regex(kRank + "rank [01] sum=3")})),
+            "")
+      << sum.output;
+
+  const auto train = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "2", "--tee", DDP_TRAIN_PROBE_PATH, "wrap"},
+             env),
+      180);
+  ASSERT_FALSE(train.timed_out) << train.output;
+  EXPECT_EQ(train.status, 0) << train.output;
+  EXPECT_EQ(count(train.output, "done\n"), 2) << train.output;
+  EXPECT_EQ(
+      joined(foreign_lines(train.output, {std::regex(kRank + "step [0-9]+"),
+                                          std::regex(kRank + "done")})),
+      "")
+      << train.output;
+}
+
+TEST(QuietStart, DebugSwitchBringsLibTorchsLoggingBack) {
+  // DDP_DEBUG=1: c10d's own lines (INFO: the store listening, each client
+  // connecting) come back on stderr; TORCH_CPP_LOG_LEVEL is honoured as
+  // PyTorch honours it.
+  const auto debug = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "2", "--tee", DDP_INIT_PROBE_PATH, "sum"},
+             {{"OMP_NUM_THREADS", "1"},
+              {"DDP_DEBUG", "1"},
+              {"TORCH_CPP_LOG_LEVEL", ddp_test::unset_value()}}),
+      180);
+  ASSERT_FALSE(debug.timed_out) << debug.output;
+  EXPECT_EQ(debug.status, 0) << debug.output;
+  const auto foreign =
+      foreign_lines(debug.output, {std::regex(kRank + "rank=[01] world=2 .*"),
+                                   std::regex(kRank + "rank [01] sum=3")});
+  EXPECT_TRUE(std::any_of(foreign.begin(), foreign.end(), [](const auto& l) {
+    return contains(l, "[c10d]");
+  })) << debug.output;
+
+  const auto level = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "2", "--tee", DDP_INIT_PROBE_PATH, "sum"},
+             {{"OMP_NUM_THREADS", "1"},
+              {"DDP_DEBUG", ddp_test::unset_value()},
+              {"TORCH_CPP_LOG_LEVEL", "INFO"}}),
+      180);
+  EXPECT_EQ(level.status, 0) << level.output;
+  EXPECT_TRUE(contains(level.output, "[c10d]")) << level.output;
+}
+
+TEST(QuietStart, ARealC10dErrorStillReachesTheUser) {
+  // Only the start-up noise is gone, not c10d's levels: a rank that cannot
+  // reach its store still gets c10d's own error line before the runtime's.
+  Command command;
+  command.argv = {DDP_INIT_PROBE_PATH, "sum"};
+  command.env = {{"RANK", "1"},
+                 {"WORLD_SIZE", "2"},
+                 {"LOCAL_RANK", "1"},
+                 {"LOCAL_WORLD_SIZE", "2"},
+                 {"MASTER_ADDR", "127.0.0.1"},
+                 {"MASTER_PORT", std::to_string(ddp_test::free_port())},
+                 {"DDP_TIMEOUT_SECONDS", "2"},
+                 {"DDP_DEBUG", ddp_test::unset_value()},
+                 {"TORCH_CPP_LOG_LEVEL", ddp_test::unset_value()},
+                 {"TORCHELASTIC_USE_AGENT_STORE", ddp_test::unset_value()}};
+  const auto r = ddp_test::run_command(command, 60);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("\\[c10d\\] .*timed out")))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "could not reach the master")) << r.output;
+}
+
+TEST(QuietStart, GlooConnectionLineIsHeldBackOnlyWhenEveryPeerIsConnected) {
+  // The line the Gloo of LibTorch 2.x writes to std::cout at each group.
+  std::ostringstream out;
+  {
+    ddp::detail::GlooBannerFilter filter(out.rdbuf());
+    std::ostream through(&filter);
+    through << "epoch 1\n"
+            << "[Gloo] Rank " << 1 << " is connected to " << 3
+            << " peer ranks. Expected number of connected peer ranks is : " << 3
+            << std::endl
+            << "[Gloo] Rank 2 is connected to 2 peer ranks. Expected number "
+               "of connected peer ranks is : 3\n"
+            << "[Gloo] Rank 2 is NOT connected to: [3]\n"
+            << "[Gloo] Rank 0 is connected to 1 peer ranks. Expected number "
+               "of connected peer ranks is : 1 and more\n"
+            << "[Glo";
+    through.flush();
+    // A line not yet ended may still be Gloo's: held until it ends or the
+    // filter goes.
+    EXPECT_EQ(out.str().find("[Glo\n"), std::string::npos);
+    through << "b] x\n"
+            << "loss 0.5";
+  }
+  EXPECT_EQ(out.str(),
+            "epoch 1\n"
+            "[Gloo] Rank 2 is connected to 2 peer ranks. Expected number of "
+            "connected peer ranks is : 3\n"
+            "[Gloo] Rank 2 is NOT connected to: [3]\n"
+            "[Gloo] Rank 0 is connected to 1 peer ranks. Expected number of "
+            "connected peer ranks is : 1 and more\n"
+            "[Glob] x\n"
+            "loss 0.5");
+  EXPECT_TRUE(ddp::detail::is_healthy_gloo_banner(
+      "[Gloo] Rank 0 is connected to 0 peer ranks. Expected number of "
+      "connected peer ranks is : 0"));
+  EXPECT_FALSE(ddp::detail::is_healthy_gloo_banner(
+      "[Gloo] Rank 0 is connected to 0 peer ranks. Expected number of "
+      "connected peer ranks is : 1"));
 }
 
 } // namespace

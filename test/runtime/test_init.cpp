@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -445,6 +446,51 @@ TEST(Init, UnderRealTorchrun) {
     EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + " sum=3"))
         << r.output;
   }
+}
+
+TEST(Init, UnderRealTorchrunWorkersPrintOnlyWhatTheProgramPrints) {
+  // A quiet start under torchrun too: with --tee every line of a worker
+  // carries its prefix, and each is the program's own (torchrun's own lines,
+  // unprefixed, are the launcher's).
+  auto python = words(DDP_TEST_PYTHON);
+  auto check_argv = python;
+  check_argv.insert(check_argv.end(), {"-c", "import torch.distributed.run"});
+  const auto check = ddp_test::run_command({check_argv, {}}, 60);
+  if (check.status != 0) {
+    GTEST_SKIP() << "no torchrun here (" << DDP_TEST_PYTHON
+                 << " with torch): " << check.output;
+  }
+  Command command =
+      probe({}, {{"DDP_DEBUG", ddp_test::unset_value()},
+                 {"TORCH_CPP_LOG_LEVEL", ddp_test::unset_value()}});
+  command.argv = python;
+  for (const auto& word : words(DDP_TEST_TORCHRUN)) {
+    command.argv.push_back(word);
+  }
+  command.argv.insert(command.argv.end(),
+                      {"--no_python", "--nproc_per_node", "2", "--master_port",
+                       std::to_string(ddp_test::free_port()), "--tee", "3",
+                       DDP_INIT_PROBE_PATH, "sum"});
+  const auto r = ddp_test::run_command(command, 180);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.status, 0) << r.output;
+  const std::regex worker("\\[[a-z]+[01]\\]:(.*)");
+  const std::regex own("rank=[01] world=2 .*|rank [01] sum=3");
+  std::istringstream lines(r.output);
+  std::string line;
+  int program_lines = 0;
+  while (std::getline(lines, line)) {
+    std::smatch match;
+    if (!std::regex_match(line, match, worker)) {
+      continue;
+    }
+    const std::string text = match[1];
+    EXPECT_TRUE(std::regex_match(text, own))
+        << "not the program's: " << line << "\n"
+        << r.output;
+    ++program_lines;
+  }
+  EXPECT_EQ(program_lines, 4) << r.output;
 }
 
 } // namespace
