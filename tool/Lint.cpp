@@ -514,7 +514,7 @@ void printRdjson(const std::vector<Reported> &Diags,
     // Clang's line and column (which count bytes) are authoritative.
     Range["start"] = llvm::json::Object{{"line", F.Line}, {"column", F.Column}};
     llvm::json::Object Item{
-        {"message", fullMessage(F)},
+        {"message", F.diagnosticMessage()},
         {"location",
          llvm::json::Object{{"path", rdjsonPath(F.FilePath, Result.Root)},
                             {"range", std::move(Range)}}},
