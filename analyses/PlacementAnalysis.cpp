@@ -666,10 +666,18 @@ Place Analysis::deviceOf(const Expr *E) {
   }
   if (const auto *Call = dyn_cast<CallExpr>(E)) {
     const FunctionDecl *Callee = Call->getDirectCallee();
-    if (Callee && Callee->getQualifiedNameAsString() == "ddp::device" &&
-        Call->getNumArgs() == 0) {
+    if (Callee && Callee->getQualifiedNameAsString() == "ddp::device") {
+      // ddp::device() and ddp::device(kind) (the program's choice of kind,
+      // on this process's device) are one place: the overload without
+      // arguments stands for both.
+      const Decl *Process = Callee->getCanonicalDecl();
+      for (const NamedDecl *Overload :
+           Callee->getDeclContext()->lookup(Callee->getDeclName()))
+        if (const auto *Function = dyn_cast<FunctionDecl>(Overload))
+          if (Function->getNumParams() == 0)
+            Process = Function->getCanonicalDecl();
       P.K = Kind::Var;
-      P.Var = Callee->getCanonicalDecl();
+      P.Var = Process;
       P.VarName = "ddp::device()";
       return P;
     }

@@ -28,6 +28,9 @@ namespace {
 
 using namespace devices;
 
+/// What a program's own choice of device kind is placed with.
+constexpr const char *ProcessDeviceFunction = "ddp::device";
+
 /// Whether Cond is exactly "CUDA is available" (Polarity true) or its
 /// negation (Polarity false): `torch::cuda::is_available()`, a bool variable
 /// initialised from it, `!` of either.
@@ -179,7 +182,9 @@ private:
       return;
     }
     if (const ValueDecl *Decl = referencedDeviceTypeDecl(First))
-      deferUntilEndOfTU(Decl, Range, Construct, Construct);
+      deferUntilEndOfTU(Decl, Range, Construct,
+                        writtenArgumentCount(Construct) == 1 ? nullptr
+                                                             : Construct);
   }
 
   // R2: `TensorOptions().device(torch::kCUDA)`, `torch::device(kCUDA)`.
@@ -199,7 +204,8 @@ private:
     if (isDeviceTypeConstant(First, "CUDA") || isDeviceString(First, "cuda"))
       addFinding(hardcodedDevice(Range, Call));
     else if (const ValueDecl *Decl = referencedDeviceTypeDecl(First))
-      deferUntilEndOfTU(Decl, Range, Call);
+      deferUntilEndOfTU(Decl, Range, Call, nullptr,
+                        /*KeepChoice=*/Call->getNumArgs() == 1);
   }
 
   void handleTernary(const ConditionalOperator *Ternary,
@@ -210,9 +216,21 @@ private:
     bool Pure = isPureCudaAvailability(Ternary->getCond(), Polarity);
     const Expr *CudaBranch = Polarity ? True : False;
     const Expr *CpuBranch = Polarity ? False : True;
+    // A choice between the kinds CUDA and CPU (on CUDA's availability, a
+    // user's flag): it stays, on this process's device of the kind it
+    // picks, `ddp::device(choice)`.
+    if (isDeviceTypeEnum(Ternary->getType()) &&
+        writtenArgumentCount(Construct) == 1 &&
+        ((isCudaDevice(True) && isCpuDevice(False)) ||
+         (isCpuDevice(True) && isCudaDevice(False)))) {
+      addFinding(hardcodedDevice(argumentRange(Construct), Construct,
+                                 /*KeepChoice=*/true));
+      return;
+    }
     if (Pure && isCudaDevice(CudaBranch) && isCpuDevice(CpuBranch) &&
         writtenArgumentCount(Construct) == 1) {
-      // "CUDA when available, else CPU" is exactly what ddp::device() does.
+      // "CUDA when available, else CPU", spelled with Devices: exactly what
+      // ddp::device() does.
       Finding F = hardcodedDevice(argumentRange(Construct), Construct);
       keepLocalsRead(F, Construct);
       addFinding(std::move(F));
@@ -261,17 +279,36 @@ private:
   }
 
   /// R2's finding for Range, a CUDA device Node spells (or its arguments).
-  Finding hardcodedDevice(SourceRange Range, const Expr *Node) {
+  /// KeepChoice: Range is the program's own choice of device kind (a
+  /// ternary on CUDA's availability, a DeviceType variable), kept and placed
+  /// on this process's device of that kind, `ddp::device(choice)`; else
+  /// Range becomes `ddp::device()`.
+  Finding hardcodedDevice(SourceRange Range, const Expr *Node,
+                          bool KeepChoice = false) {
     Finding F = makeFinding(Range, "R2", "ddp-hardcoded-device");
     yieldToEnclosingRewrite(F, Node);
-    F.replaceRangeWith(ProcessDeviceExpr);
-    std::string Text = F.InMacro ? "" : sourceText(Range);
+    std::string Original = F.InMacro ? "" : sourceText(Range);
+    std::string Replacement =
+        KeepChoice && !Original.empty()
+            ? std::string(ProcessDeviceFunction) + "(" + Original + ")"
+            : std::string(ProcessDeviceExpr);
+    F.replaceRangeWith(Replacement);
+    std::string Text = Original;
     if (Text.size() > 48 || Text.find('\n') != std::string::npos)
       Text = Text.substr(0, std::min<size_t>(Text.find('\n'), 45)) + "...";
-    F.Message =
-        (Text.empty() ? std::string("a CUDA device") : "'" + Text + "'") +
-        " hard-codes a CUDA device; each process of a DDP program "
-        "must use its own: use 'ddp::device()'";
+    if (KeepChoice && !Original.empty())
+      F.Message = "'" + Text +
+                  "' chooses CUDA's first device for every process; each "
+                  "process of a DDP program must use its own device of the "
+                  "kind chosen: use '" +
+                  ProcessDeviceFunction + "(" +
+                  (Text == Original ? Original : std::string("...")) + ")'";
+    else
+      F.Message =
+          (Text.empty() ? std::string("a CUDA device") : "'" + Text + "'") +
+          " hard-codes a CUDA device; each process of a DDP program "
+          "must use its own: use '" +
+          ProcessDeviceExpr + "'";
     return F;
   }
 
@@ -295,15 +332,24 @@ private:
     }
   }
 
+  /// Construct: a construction with a device index besides the variable
+  /// (`torch::Device(device_type, 0)`), whose arguments become
+  /// `ddp::device()`; otherwise the variable stays, `ddp::device(variable)`.
   void deferUntilEndOfTU(const ValueDecl *Decl, SourceRange Range,
                          const Expr *Node,
-                         const CXXConstructExpr *Construct = nullptr) {
-    Finding F = hardcodedDevice(Range, Node);
+                         const CXXConstructExpr *Construct = nullptr,
+                         bool KeepChoice = true) {
+    KeepChoice = KeepChoice && !Construct;
+    Finding F = hardcodedDevice(Range, Node, KeepChoice);
     if (Construct)
       keepLocalsRead(F, Construct);
     F.Message = "'" + Decl->getName().str() +
                 "' may hold torch::kCUDA; each process of a DDP program must "
-                "use its own device: use 'ddp::device()'";
+                "use its own device: use '" +
+                (KeepChoice ? std::string(ProcessDeviceFunction) + "(" +
+                                  sourceText(Range) + ")"
+                            : std::string(ProcessDeviceExpr)) +
+                "'";
     PendingConversions.emplace_back(Decl, std::move(F));
   }
 

@@ -569,6 +569,19 @@ torch::Device device() {
   return torch::Device(torch::kCPU);
 }
 
+torch::Device device(c10::DeviceType type) {
+  if (type != torch::kCUDA) {
+    return torch::Device(type);
+  }
+  if (const char* forced = std::getenv("DDP_DEVICE")) {
+    if (*forced != '\0') {
+      return forced_device(forced);
+    }
+  }
+  return torch::Device(torch::kCUDA,
+                       static_cast<c10::DeviceIndex>(local_rank()));
+}
+
 c10::intrusive_ptr<c10d::ProcessGroup> process_group() {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);

@@ -411,6 +411,23 @@ TEST(Init, DdpDeviceOverridesTheDevice) {
   EXPECT_EQ(ddp::device().is_cuda(), torch::cuda::is_available());
 }
 
+// ddp::device(type): the program's choice of kind, on this process's device
+// of that kind: CUDA at the local rank (or DDP_DEVICE), the CPU as it is.
+TEST(Init, DeviceOfTheKindTheProgramChose) {
+  struct Restore {
+    ~Restore() { ::unsetenv("DDP_DEVICE"); }
+  } restore;
+  EXPECT_EQ(ddp::device(torch::kCPU), torch::Device(torch::kCPU));
+  EXPECT_EQ(ddp::device(torch::kCUDA),
+            torch::Device(torch::kCUDA, ddp::local_rank()));
+  const auto chosen =
+      torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
+  EXPECT_EQ(ddp::device(chosen).type(), chosen);
+  ::setenv("DDP_DEVICE", "cpu", 1);
+  EXPECT_EQ(ddp::device(torch::kCUDA), torch::Device(torch::kCPU));
+  EXPECT_EQ(ddp::device(torch::kCPU), torch::Device(torch::kCPU));
+}
+
 // The real torchrun of this LibTorch's PyTorch (test/runtime/CMakeLists.txt:
 // the wheel's own, unpatched; Debian's python3-torch through
 // torchrun_compat.py): its agent runs the store and sets

@@ -102,6 +102,13 @@ std::ostream& output_stream(std::ostream& stream);
 /// machine does not have is an error, not a silent fallback.
 torch::Device device();
 
+/// This process's device of the kind the program chose: for kCUDA,
+/// cuda:local_rank() (DDP_DEVICE overrides it as above); any other kind (the
+/// CPU) as it is. What a migrated program spells where it picks its device
+/// itself: `ddp::device(torch::cuda::is_available() ? torch::kCUDA :
+/// torch::kCPU)`, `ddp::device(device_type)`.
+torch::Device device(c10::DeviceType type);
+
 /// The process group, or nullptr when !is_distributed().
 c10::intrusive_ptr<c10d::ProcessGroup> process_group();
 /// Name of the backend in use ("gloo", "nccl") or "none".
