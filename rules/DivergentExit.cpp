@@ -22,10 +22,13 @@
 //
 // non-torch-loader: a loop that calls backward() and whose data does not come
 // from a torch data loader (no range-for over one, here or around it): its
-// samples are not sharded, so every rank trains on the same ones.
+// samples are not sharded, so every rank trains on the same ones. Loops that
+// cut batches by hand R4 shards, and loops fed whole tensors that R15 shards
+// or keeps whole with its own note, are not.
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddpify/FullBatches.h"
 #include "ddpify/HandBatches.h"
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/MetricLoops.h"
@@ -789,6 +792,10 @@ private:
       if (const auto *List = dyn_cast<CXXForRangeStmt>(Loop))
         if (handBatchList(*Context, List, *Oracle, &NotShardedWhy))
           continue;
+      // Whole tensors R15 shards by rows, or keeps whole with a note of its
+      // own (analyses/FullBatches.cpp).
+      if (fullBatchLoop(*Context, Loop, *Oracle).Loop)
+        continue;
       bool Fed = enclosingBatchLoop(*Context, Loop, *Oracle) != nullptr;
       for (const Stmt *S = Parents->getParent(Loop); S && !Fed;
            S = Parents->getParent(S))
