@@ -108,24 +108,26 @@ bool isDefaultArgument(const Expr *E) {
 
 // What a tensor method (or at::/torch:: function on a tensor) does to rows.
 const llvm::StringSet<> KeepsRows = {
-    "to",      "cuda",       "cpu",      "float",     "double",     "long",
-    "toType",  "type_as",    "contiguous", "detach",  "clone",      "sigmoid",
-    "tanh",    "relu",       "exp",      "log",       "abs",        "neg",
-    "sqrt",    "pow",        "clamp",    "clamp_min", "clamp_max",  "round",
-    "floor",   "ceil",       "sign",     "log1p",     "expm1",      "square",
-    "eq",      "ne",         "lt",       "le",        "gt",         "ge",
-    "add",     "sub",        "mul",      "div",       "logical_and",
-    "logical_or", "logical_not", "squeeze", "flatten", "int",       "bool",
-    "sigmoid_", "exp2",      "reciprocal", "rsqrt"};
+    "to",          "cuda",       "cpu",         "float",      "double",
+    "long",        "toType",     "type_as",     "contiguous", "detach",
+    "clone",       "sigmoid",    "tanh",        "relu",       "exp",
+    "log",         "abs",        "neg",         "sqrt",       "pow",
+    "clamp",       "clamp_min",  "clamp_max",   "round",      "floor",
+    "ceil",        "sign",       "log1p",       "expm1",      "square",
+    "eq",          "ne",         "lt",          "le",         "gt",
+    "ge",          "add",        "sub",         "mul",        "div",
+    "logical_and", "logical_or", "logical_not", "squeeze",    "flatten",
+    "int",         "bool",       "sigmoid_",    "exp2",       "reciprocal",
+    "rsqrt"};
 const llvm::StringSet<> Reshapes = {"view", "reshape"};
 const llvm::StringSet<> MeanOrSum = {"mean", "sum"};
 /// Reductions along a dimension: per row when it is not 0.
 const llvm::StringSet<> AlongDimension = {
-    "argmax", "argmin",  "max",       "min", "amax", "amin", "softmax",
-    "log_softmax", "logsumexp", "all", "any", "std",  "var",  "prod",
-    "cumsum", "cumprod", "unsqueeze", "mean", "sum", "select"};
-const llvm::StringSet<> Metadata = {"dim",     "scalar_type", "dtype",
-                                    "device",  "options",     "is_cuda",
+    "argmax",      "argmin",    "max",       "min",  "amax", "amin",  "softmax",
+    "log_softmax", "logsumexp", "all",       "any",  "std",  "var",   "prod",
+    "cumsum",      "cumprod",   "unsqueeze", "mean", "sum",  "select"};
+const llvm::StringSet<> Metadata = {"dim",     "scalar_type",   "dtype",
+                                    "device",  "options",       "is_cuda",
                                     "defined", "requires_grad", "ndimension"};
 
 enum class Reduction { Mean, Sum, None, Unknown };
@@ -187,10 +189,10 @@ std::string moduleConfig(ASTContext &Context, const Expr *Object) {
 void readOptions(LossCall &Loss, llvm::StringRef Text, bool ClassLoss) {
   Loss.R = reductionIn(Text);
   if (Loss.R == Reduction::Unknown)
-    Loss.R = Text.trim().empty() || Text.contains("Options") ||
-                     Text.trim() == "{}"
-                 ? Reduction::Mean
-                 : Reduction::Unknown;
+    Loss.R =
+        Text.trim().empty() || Text.contains("Options") || Text.trim() == "{}"
+            ? Reduction::Mean
+            : Reduction::Unknown;
   if (Text.contains(".weight(") || Text.contains("Options(torch::Tensor"))
     Loss.Why = ClassLoss ? "its loss weighs the classes, so its mean "
                            "divides by the weights of the whole batch's "
@@ -208,9 +210,9 @@ LossCall lossCall(ASTContext &Context, const Expr *E) {
   const auto *Call = dyn_cast_or_null<CallExpr>(E);
   if (!Call)
     return Loss;
-  static const llvm::StringSet<> ClassLosses = {
-      "cross_entropy_loss", "cross_entropy", "nll_loss", "CrossEntropyLoss",
-      "NLLLoss"};
+  static const llvm::StringSet<> ClassLosses = {"cross_entropy_loss",
+                                                "cross_entropy", "nll_loss",
+                                                "CrossEntropyLoss", "NLLLoss"};
   // Module forms: `criterion(out, y)`, `criterion->forward(out, y)`.
   static const llvm::StringSet<> Modules = {
       "MSELoss",          "L1Loss",  "SmoothL1Loss", "HuberLoss",
@@ -276,8 +278,13 @@ LossCall lossCall(ASTContext &Context, const Expr *E) {
       {"binary_cross_entropy", {2, 3}},
       {"binary_cross_entropy_with_logits", {2, 4}}};
   static const llvm::StringSet<> Functional = {
-      "mse_loss",     "l1_loss",  "smooth_l1_loss",       "huber_loss",
-      "cross_entropy", "nll_loss", "binary_cross_entropy",
+      "mse_loss",
+      "l1_loss",
+      "smooth_l1_loss",
+      "huber_loss",
+      "cross_entropy",
+      "nll_loss",
+      "binary_cross_entropy",
       "binary_cross_entropy_with_logits"};
   bool Class = ClassLosses.contains(Name);
   if (Qualified == ("torch::nn::functional::" + Name).str() &&
@@ -429,8 +436,8 @@ class RowClassifier {
 public:
   RowClassifier(ASTContext &Context, std::set<const VarDecl *> Seeds,
                 std::function<bool(const VarDecl *)> IsOuter, RowRegion &Out)
-      : Context(Context), Seeds(std::move(Seeds)),
-        IsOuter(std::move(IsOuter)), Out(Out) {
+      : Context(Context), Seeds(std::move(Seeds)), IsOuter(std::move(IsOuter)),
+        Out(Out) {
     for (const VarDecl *Seed : this->Seeds)
       Group[Seed] = Seed;
   }
@@ -533,8 +540,7 @@ private:
     if (V.K != Row::Figure)
       return;
     if (!Recording) {
-      if (FirstFigure.empty())
-        FirstFigure = textOf(Context, E);
+      LastFigure = textOf(Context, E);
     } else if (InOutput) {
       V = bad("the figure '" + textOf(Context, E) +
               "' over the rows is computed inside output");
@@ -647,7 +653,7 @@ private:
     Why.clear();
     bool SavedRecording = Recording;
     Recording = false;
-    FirstFigure.clear();
+    LastFigure.clear();
     const Expr *Init = LossInit;
     LossInit = nullptr;
     Value V = classify(E);
@@ -657,9 +663,9 @@ private:
     LossValue = V;
     if (V.K == Row::Bad)
       LossWhy = Why;
-    else if (V.K == Row::Global || (V.K == Row::Figure && !FirstFigure.empty()))
-      LossWhy = "its loss is normalised by '" + FirstFigure +
-                "', a figure over the whole batch";
+    else if (V.K == Row::Global || (V.K == Row::Figure && !LastFigure.empty()))
+      LossWhy = "its loss depends on '" + LastFigure +
+                "', a figure computed over the whole batch";
     else if (V.K == Row::Rows)
       LossWhy = "its loss is not reduced over the rows";
     Why = std::move(Saved);
@@ -716,9 +722,8 @@ private:
       return V;
     }
     if (const auto *Lambda = dyn_cast<LambdaExpr>(E))
-      return mentionsRows(Lambda->getBody())
-                 ? bad("a lambda reads the rows")
-                 : Value();
+      return mentionsRows(Lambda->getBody()) ? bad("a lambda reads the rows")
+                                             : Value();
     if (isa<MemberExpr, ArraySubscriptExpr>(E)) {
       for (const Stmt *Child : E->children())
         if (const auto *Sub = dyn_cast<Expr>(Child)) {
@@ -869,10 +874,10 @@ private:
       if (Op->isAssignmentOp() && Op->getNumArgs() == 2)
         return assign(Op->getArg(0), Op->getArg(1));
       static const OverloadedOperatorKind Elementwise[] = {
-          OO_Star,      OO_Slash,     OO_Plus,  OO_Minus,     OO_EqualEqual,
-          OO_ExclaimEqual, OO_Less,   OO_Greater, OO_LessEqual,
-          OO_GreaterEqual, OO_Amp,    OO_Pipe,  OO_Caret,     OO_AmpAmp,
-          OO_PipePipe,  OO_Subscript};
+          OO_Star,       OO_Slash,        OO_Plus,     OO_Minus,
+          OO_EqualEqual, OO_ExclaimEqual, OO_Less,     OO_Greater,
+          OO_LessEqual,  OO_GreaterEqual, OO_Amp,      OO_Pipe,
+          OO_Caret,      OO_AmpAmp,       OO_PipePipe, OO_Subscript};
       if (Op->getNumArgs() == 2 && llvm::is_contained(Elementwise, Kind) &&
           (isTensorType(Op->getArg(0)->getType()) ||
            isTensorType(Op->getArg(1)->getType()))) {
@@ -897,16 +902,17 @@ private:
                        classify(Member->getImplicitObjectArgument())});
     for (const Expr *Arg : Call->arguments())
       Parts.push_back({Arg, classify(Arg)});
+    bool AnyRows = llvm::any_of(
+        Parts, [](const auto &Part) { return Part.second.K == Row::Rows; });
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    if (AnyRows && Callee &&
+        !Context.getSourceManager().isInSystemHeader(Callee->getLocation()))
+      return bad("its rows reach '" + Qualified +
+                 "', a function of the program's own that ddpify cannot "
+                 "prove to be a mean or a sum over rows");
     Value V = combine(Parts);
-    if (V.K == Row::Rows) {
-      const FunctionDecl *Callee = Call->getDirectCallee();
-      bool Own = Callee && !Context.getSourceManager().isInSystemHeader(
-                               Callee->getLocation());
-      return bad(Own ? "its rows reach '" + Qualified +
-                           "', a function of the program's own that ddpify "
-                           "cannot prove to be a mean or a sum over rows"
-                     : "its rows reach '" + textOf(Context, Call) + "'");
-    }
+    if (V.K == Row::Rows)
+      return bad("its rows reach '" + textOf(Context, Call) + "'");
     return V;
   }
 
@@ -920,7 +926,7 @@ private:
   bool Recording = true;
   bool InOutput = false;
   bool SawGlobal = false;
-  std::string FirstFigure;
+  std::string LastFigure;
 };
 
 const Stmt *parentStmt(ASTContext &Context, const Stmt *S) {
@@ -1142,8 +1148,8 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
     collectReferences(Function->getBody(), LossVar, Refs);
     bool ReadAfter = false;
     for (const DeclRefExpr *Ref : Refs) {
-      if (strip(Receiver) == Ref || Ref->getLocation() ==
-                                        LossVar->getLocation())
+      if (strip(Receiver) == Ref ||
+          Ref->getLocation() == LossVar->getLocation())
         continue;
       const auto *Op =
           dyn_cast_or_null<CXXOperatorCallExpr>(parentStmt(Context, Ref));

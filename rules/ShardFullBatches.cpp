@@ -67,11 +67,7 @@ public:
     const auto *Loop = Result.Nodes.getNodeAs<Stmt>("loop");
     if (!Loop || !Locator.isInRoot(Context, Loop->getBeginLoc()))
       return;
-    std::string DebugWhy;
-    FullBatchLoop Batch = fullBatchLoop(Context, Loop, *Oracle, &DebugWhy);
-    if (getenv("DDPIFY_DEBUG_R15"))
-      llvm::errs() << "R15 debug: " << (Batch.Loop ? "loop" : "none") << " "
-                   << DebugWhy << " whole: " << Batch.WholeWhy << "\n";
+    FullBatchLoop Batch = fullBatchLoop(Context, Loop, *Oracle);
     if (!Batch.Loop || Batch.Migrated)
       return;
     Finding F =
@@ -173,10 +169,8 @@ private:
   bool replace(ASTContext &Context, Finding &F, SourceRange Range,
                const std::string &Text) {
     unsigned Begin = 0, End = 0;
-    SourceLocation After =
-        Lexer::getLocForEndOfToken(Range.getEnd(), 0,
-                                   Context.getSourceManager(),
-                                   Context.getLangOpts());
+    SourceLocation After = Lexer::getLocForEndOfToken(
+        Range.getEnd(), 0, Context.getSourceManager(), Context.getLangOpts());
     if (!Locator.offsetIn(Context, F, Range.getBegin(), Begin) ||
         After.isInvalid() || !Locator.offsetIn(Context, F, After, End) ||
         End < Begin)
@@ -228,9 +222,9 @@ private:
             "\n" + Indent + Name + " = " + Shard + ".of(" + Name + ");";
         continue;
       }
-      std::string Own = freshName(Context, Scope,
-                                  {Name + "_rows", Name + "_shard",
-                                   "ddp_" + Name + "_rows"});
+      std::string Own =
+          freshName(Context, Scope,
+                    {Name + "_rows", Name + "_shard", "ddp_" + Name + "_rows"});
       if (Own.empty())
         return false;
       Declarations += "\n" + Indent + "const torch::Tensor " + Own + " = " +
@@ -246,8 +240,10 @@ private:
     std::vector<std::pair<const Expr *, bool>> Figures = Region.Figures;
     // Outer figures open first where two begin at one spot.
     llvm::stable_sort(Figures, [&](const auto &A, const auto &B) {
-      unsigned AB = SM.getFileOffset(SM.getExpansionLoc(A.first->getBeginLoc()));
-      unsigned BB = SM.getFileOffset(SM.getExpansionLoc(B.first->getBeginLoc()));
+      unsigned AB =
+          SM.getFileOffset(SM.getExpansionLoc(A.first->getBeginLoc()));
+      unsigned BB =
+          SM.getFileOffset(SM.getExpansionLoc(B.first->getBeginLoc()));
       if (AB != BB)
         return AB < BB;
       return SM.getFileOffset(SM.getExpansionLoc(A.first->getEndLoc())) >
@@ -256,8 +252,7 @@ private:
     std::set<const Expr *> Done;
     for (const auto &[E, Sum] : Figures)
       if (Done.insert(E).second &&
-          !wrap(Context, F, E,
-                Shard + (Sum ? ".global_sum" : ".global_mean")))
+          !wrap(Context, F, E, Shard + (Sum ? ".global_sum" : ".global_mean")))
         return false;
     Done.clear();
     for (const Expr *Count : Region.RowCounts)
@@ -296,16 +291,16 @@ private:
     if (Batch.LossVar) {
       unsigned After = 0;
       bool Starts = false;
-      std::string StatementIndent = indentationOf(
-          SM, Batch.BackwardStatement->getBeginLoc(), Starts);
+      std::string StatementIndent =
+          indentationOf(SM, Batch.BackwardStatement->getBeginLoc(), Starts);
       if (!Starts || !offsetAfter(Context, Batch.BackwardStatement, After))
         return false;
       std::string Loss = Batch.LossVar->getNameAsString();
       F.Edits.push_back(
-          {After, 0,
+          {After,
+           0,
            "\n" + StatementIndent + Loss + " = " + Shard +
-               (Batch.SumLoss ? ".global_sum(" : ".global_mean(") + Loss +
-               ");",
+               (Batch.SumLoss ? ".global_sum(" : ".global_mean(") + Loss + ");",
            {}});
     }
     if (Batch.Eval.Tensors.empty())
@@ -317,8 +312,8 @@ private:
         freshName(Context, Body, {"eval_rows", "test_rows", "ddp_eval_rows"});
     unsigned After = 0;
     if (EvalShard.empty() || !offsetAfter(Context, Loop, After) ||
-        !shardRegion(Context, F, Batch.Eval, EvalShard, Body,
-                     Loop->getEndLoc(), Declarations, Indent)) {
+        !shardRegion(Context, F, Batch.Eval, EvalShard, Body, Loop->getEndLoc(),
+                     Declarations, Indent)) {
       F.Edits = Before;
       return true;
     }
