@@ -22,12 +22,15 @@
 //
 // non-torch-loader: a loop that calls backward() and whose data does not come
 // from a torch data loader (no range-for over one, here or around it): its
-// samples are not sharded, so every rank trains on the same ones. The note
-// provides `unsharded-loop:FILE:OFFSET`, which a rule that shares the loop's
-// data out another way requires, and gives way to its `sharded-loop:` key.
+// samples are not sharded, so every rank trains on the same ones. Loops that
+// cut batches by hand R4 shards, and loops fed whole tensors that R15 shards
+// or keeps whole with its own note, are not. The note provides
+// `unsharded-loop:FILE:OFFSET`, which a rule that shares the loop's data out
+// another way requires, and gives way to its `sharded-loop:` key.
 //
 //===----------------------------------------------------------------------===//
 
+#include "ddpify/FullBatches.h"
 #include "ddpify/HandBatches.h"
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/MetricLoops.h"
@@ -791,6 +794,10 @@ private:
       if (const auto *List = dyn_cast<CXXForRangeStmt>(Loop))
         if (handBatchList(*Context, List, *Oracle, &NotShardedWhy))
           continue;
+      // Whole tensors R15 shards by rows, or keeps whole with a note of its
+      // own (analyses/FullBatches.cpp).
+      if (fullBatchLoop(*Context, Loop, *Oracle).Loop)
+        continue;
       bool Fed = enclosingBatchLoop(*Context, Loop, *Oracle) != nullptr;
       for (const Stmt *S = Parents->getParent(Loop); S && !Fed;
            S = Parents->getParent(S))

@@ -464,6 +464,57 @@ IDIOMS = {
             r"train_loss = ddp::all_reduce\(train_loss\);",
             r"test_correct = ddp::all_reduce\(test_correct\);",
             r"(?s)\A(?!.*all_reduce\(val_)"]}),
+    # Full-batch training (issue 45): the whole training tensor fed to the
+    # model at every step, no loader. R15 gives each rank its block of the
+    # rows (ddp::RowShard) before the loop and weighs its mean loss by its
+    # share, so the gradient is the one-process gradient although 6001 rows
+    # do not divide by 2; the printed loss and the test errors (an
+    # evaluation after training on a whole test tensor, sharded the same
+    # way) are global. Every step sees all rows: the reference runs at the
+    # same (ignored) batch, and every printed figure is within 1e-4
+    # (relative) of one process's.
+    "full_batch_regression": dict(
+        exe="surface_fit", args=lambda b, i: [str(b)], models=1,
+        ref_batch=BATCH, atol=1e-6, rtol=1e-4,
+        report=r"full-batch-sharded [^\n]*'inputs', 'targets'",
+        edited={"main.cpp": [
+            r"ddp::RowShard rows\(inputs\.size\(0\)\);\n\s+"
+            r"inputs = rows\.of\(inputs\);\n\s+targets = rows\.of\(targets\);"
+            r"\n\s+for \(int epoch = 1;",
+            r"rows\.mean_weighted\(loss\)\.backward\(\);\n"
+            r"\s+loss = rows\.global_mean\(loss\);",
+            r"ddp::RowShard eval_rows\(test_inputs\.size\(0\)\);",
+            r"eval_rows\.global_mean\(torch::mse_loss\(test_prediction, "
+            r"test_targets\)\)\.item<double>\(\)",
+            r"eval_rows\.global_mean\(torch::l1_loss\("]}),
+    # A BatchNorm1d classifier trained on a whole split of 2001 rows (odd):
+    # R5's SyncBatchNorm normalises each rank's block with the statistics of
+    # all rows, so the sharded run matches one process, uneven blocks
+    # included; the training count of correct rows is a global sum, and the
+    # held-out split is evaluated in blocks too (its loss a global mean, its
+    # count a global sum, its size the total rows).
+    "full_batch_bn_classifier": dict(
+        exe="rings_bn", args=lambda b, i: [str(b)], models=1,
+        ref_batch=BATCH, atol=1e-6, rtol=1e-4,
+        report=r"full-batch-sharded [^\n]*'x_train', 'y_train'",
+        edited={"main.cpp": [
+            r"ddp::SyncBatchNorm1d\(48\)",
+            r"ddp::RowShard rows\(x_train\.size\(0\)\);",
+            r"rows\.mean_weighted\(loss\)\.backward\(\);",
+            r"rows\.global_sum\(logits\.argmax\(1\)\.eq\(y_train\)\.sum\(\)\)",
+            r"eval_rows\.global_mean\(criterion\(held_logits, y_held\)\)",
+            r"static_cast<double>\(held_correct\) / eval_rows\.total_rows\(\)"]}),
+    # A loss of the program's own, normalised by the spread of the whole
+    # batch's targets: not a mean over rows, so the loop keeps the whole
+    # batch on every rank (correct, no speed-up) with the full-batch-whole
+    # note saying why; nothing is sharded.
+    "full_batch_custom_loss": dict(
+        exe="relative_fit", args=lambda b, i: [str(b)], models=1,
+        ref_batch=BATCH, atol=1e-6, rtol=1e-4,
+        report=r"full-batch-whole [^\n]*'relative_squared_error'",
+        edited={"main.cpp": [
+            r"// ddpify: full-batch-whole: [^\n]*\n\s+for \(int step = 0;",
+            r"(?s)\A(?!.*RowShard)(?!.*non-torch-loader)"]}),
     "whole_codebase": dict(
         exe="shapes_train", args=lambda b, i: [str(b)], models=1,
         whole=True,

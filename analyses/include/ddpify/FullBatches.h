@@ -1,0 +1,70 @@
+//===- FullBatches.h - Training loops fed whole tensors ---------*- C++ -*-===//
+//
+// Training loops that feed the whole of a tensor (or aligned tensors X, Y,
+// weights sharing dimension 0) to a model at every step, with a loss that is
+// a mean or a sum over rows: which of them R15 shards by rows
+// (rules/ShardFullBatches.cpp, ddp::RowShard), which keep the whole batch
+// because their loss cannot be decomposed, and so which loops R12's
+// non-torch-loader note leaves alone.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DDPIFY_FULLBATCHES_H
+#define DDPIFY_FULLBATCHES_H
+
+#include "ddpify/MetricLoops.h"
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/Expr.h"
+#include <string>
+#include <vector>
+
+namespace ddpify {
+
+/// What one shard of rows changes in a stretch of code (the training loop,
+/// or the evaluation after it): the tensors it shards, the figures over
+/// their rows that become global, their row counts that become the total.
+struct RowRegion {
+  /// The aligned tensors, in declaration order; the first gives the count.
+  std::vector<const clang::VarDecl *> Tensors;
+  /// A sum (true) or a mean over rows, each made global (rows.global_*).
+  std::vector<std::pair<const clang::Expr *, bool>> Figures;
+  /// `x.size(0)` of a sharded tensor: the total, rows.total_rows().
+  std::vector<const clang::Expr *> RowCounts;
+  /// Every reference to a tensor of Tensors in the stretch.
+  std::vector<const clang::DeclRefExpr *> Uses;
+};
+
+/// A training loop fed whole tensors.
+struct FullBatchLoop {
+  /// A ForStmt, WhileStmt or DoStmt; null when Loop is not one.
+  const clang::Stmt *Loop = nullptr;
+  /// Already sharded: its backward() takes rows.mean_weighted(...) or
+  /// rows.sum_weighted(...) of a ddp::RowShard. Nothing else is set.
+  bool Migrated = false;
+  /// Set when the loss cannot be shown to be a mean or a sum over rows:
+  /// the loop keeps the whole batch, and this says why.
+  std::string WholeWhy;
+  /// The loss backward() is called on (the receiver as written), whether it
+  /// is a sum (else a mean), and the local holding it when it is read again
+  /// after backward(), with the statement that calls backward().
+  const clang::Expr *Loss = nullptr;
+  bool SumLoss = false;
+  const clang::VarDecl *LossVar = nullptr;
+  const clang::Stmt *BackwardStatement = nullptr;
+  RowRegion Train;
+  /// An evaluation after the loop on other whole tensors whose figures are
+  /// sums or means over rows: sharded the same way (empty Tensors: none, or
+  /// left whole).
+  RowRegion Eval;
+};
+
+/// Loop as a FullBatchLoop: a null Loop when it is none (a loop over a
+/// loader, batches cut by hand, a loop nested in another, a tensor re-assigned
+/// in it or used after it, ...), with the reason in Why when the loop does
+/// feed whole tensors.
+FullBatchLoop fullBatchLoop(clang::ASTContext &Context, const clang::Stmt *Loop,
+                            TrainingOracle &Oracle, std::string *Why = nullptr);
+
+} // namespace ddpify
+
+#endif // DDPIFY_FULLBATCHES_H

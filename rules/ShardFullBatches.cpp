@@ -1,0 +1,343 @@
+//===- ShardFullBatches.cpp - R15: full batches sharded by rows -----------===//
+//
+// R15 for a training loop that feeds the whole of a tensor (or aligned
+// tensors X, Y, weights) to a model at every step, with a loss that is a
+// mean or a sum over rows (analyses/FullBatches.cpp): each rank takes its
+// block of the rows once, before the loop, and weighs its loss so that the
+// gradient DDP averages is the one-process gradient, also when the rows do
+// not divide by N:
+//
+//   ddp::RowShard rows(x.size(0));
+//   x = rows.of(x);                              // `x_rows` for a const x
+//   for (...) {
+//     auto loss = torch::mse_loss(model->forward(x), y);
+//     rows.mean_weighted(loss).backward();      // sum_weighted for a sum
+//     loss = rows.global_mean(loss);            // when it is read again
+//     auto correct = rows.global_sum(out.argmax(1).eq(y).sum()).item<...>();
+//   }
+//
+// Figures over the rows (means, sums, counts) become global, `x.size(0)`
+// the total; an evaluation after the loop on other whole tensors is sharded
+// the same way where its figures are sums or means. A loss ddpify cannot
+// decompose keeps the whole batch with a `full-batch-whole` note saying why.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ddpify/FullBatches.h"
+#include "ddpify/MatcherUtil.h"
+#include "ddpify/Registry.h"
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/ParentMapContext.h"
+#include "clang/ASTMatchers/ASTMatchers.h"
+#include "clang/Basic/SourceManager.h"
+#include "clang/Lex/Lexer.h"
+#include <set>
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+namespace ddpify {
+
+namespace {
+
+class FullBatchMatchers : public MatcherModule,
+                          public MatchFinder::MatchCallback {
+public:
+  FullBatchMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
+      : Findings(Findings), Locator(ProjectRoot) {}
+
+  void registerMatchers(MatchFinder &Finder) override {
+    Finder.addMatcher(forStmt().bind("loop"), this);
+    Finder.addMatcher(whileStmt().bind("loop"), this);
+    Finder.addMatcher(doStmt().bind("loop"), this);
+  }
+
+  void onStartOfTranslationUnit() override {
+    Locator.reset();
+    Oracle.reset();
+    OracleOf = nullptr;
+  }
+
+  void run(const MatchFinder::MatchResult &Result) override {
+    ASTContext &Context = *Result.Context;
+    if (OracleOf != &Context) {
+      Oracle = std::make_unique<TrainingOracle>(Context);
+      OracleOf = &Context;
+    }
+    const auto *Loop = Result.Nodes.getNodeAs<Stmt>("loop");
+    if (!Loop || !Locator.isInRoot(Context, Loop->getBeginLoc()))
+      return;
+    FullBatchLoop Batch = fullBatchLoop(Context, Loop, *Oracle);
+    if (!Batch.Loop || Batch.Migrated)
+      return;
+    Finding F =
+        Locator.make(Context, SourceRange(Loop->getBeginLoc()), "R15", "");
+    if (F.FilePath.empty() || !Seen.insert({F.FilePath, F.Offset}).second)
+      return;
+    F.Length = 0;
+    if (!Batch.WholeWhy.empty()) {
+      Findings.push_back(whole(F, Batch.WholeWhy));
+      return;
+    }
+    if (F.InMacro || !shard(Context, Batch, F)) {
+      Findings.push_back(whole(F, "ddpify cannot spell its edits here (a "
+                                  "macro, or a spot it cannot place them)"));
+      return;
+    }
+    std::string Names;
+    for (const VarDecl *Var : Batch.Train.Tensors)
+      Names += (Names.empty() ? "'" : ", '") + Var->getNameAsString() + "'";
+    F.Message = "this training loop feeds the whole of " + Names +
+                " to the model at every step; each rank takes its block of "
+                "their rows (ddp::RowShard) and weighs its loss, so the "
+                "gradient is the one-process gradient and the figures it "
+                "prints are global";
+    Finding Note = reportNoteFor(F, "full-batch-sharded", F.Message);
+    Findings.push_back(std::move(F));
+    Findings.push_back(std::move(Note));
+  }
+
+private:
+  static Finding whole(const Finding &At, const std::string &Why) {
+    Finding F = At;
+    F.RuleId.clear();
+    F.Edits.clear();
+    F.ReportId = "full-batch-whole";
+    F.NotRewrittenReason =
+        "this training loop feeds whole tensors to the model at every step "
+        "and keeps the whole batch on every rank (correct, no speed-up): " +
+        Why;
+    F.Message = F.NotRewrittenReason;
+    return F;
+  }
+
+  /// A name for a new local of the function around Loop: the first of
+  /// Candidates its text does not mention.
+  static std::string freshName(ASTContext &Context, const Stmt *Body,
+                               llvm::ArrayRef<std::string> Candidates) {
+    std::string Text = sourceText(Context, Body->getSourceRange());
+    for (const std::string &Name : Candidates)
+      if (!mentionsIdentifier(Text, Name))
+        return Name;
+    return "";
+  }
+
+  /// The offset right after the statement or block S (its `;` or `}`); at
+  /// the end of that line when only blanks or a line comment follow.
+  static bool offsetAfter(ASTContext &Context, const Stmt *S,
+                          unsigned &Offset) {
+    const SourceManager &SM = Context.getSourceManager();
+    SourceLocation End = S->getEndLoc();
+    if (End.isInvalid() || End.isMacroID())
+      return false;
+    SourceLocation After;
+    if (*SM.getCharacterData(End) == '}')
+      After = End.getLocWithOffset(1);
+    else
+      After = Lexer::findLocationAfterToken(End, tok::semi, SM,
+                                            Context.getLangOpts(), false);
+    if (After.isInvalid())
+      return false;
+    bool Invalid = false;
+    llvm::StringRef Buffer = SM.getBufferData(SM.getFileID(After), &Invalid);
+    if (Invalid)
+      return false;
+    Offset = SM.getFileOffset(After);
+    size_t Next = Buffer.find_first_not_of(" \t", Offset);
+    if (Next == llvm::StringRef::npos)
+      Offset = Buffer.size();
+    else if (Buffer[Next] == '\n' || Buffer[Next] == '\r' ||
+             Buffer.substr(Next).starts_with("//"))
+      Offset = std::min(Buffer.find_first_of("\r\n", Next), Buffer.size());
+    return true;
+  }
+
+  /// `Name(` before E and `)` after it.
+  bool wrap(ASTContext &Context, Finding &F, const Expr *E,
+            const std::string &Name) {
+    unsigned Begin = 0, End = 0;
+    SourceLocation After = Lexer::getLocForEndOfToken(
+        E->getEndLoc(), 0, Context.getSourceManager(), Context.getLangOpts());
+    if (!Locator.offsetIn(Context, F, E->getBeginLoc(), Begin) ||
+        After.isInvalid() || !Locator.offsetIn(Context, F, After, End))
+      return false;
+    F.Edits.push_back({Begin, 0, Name + "(", {}});
+    F.Edits.push_back({End, 0, ")", {}});
+    return true;
+  }
+
+  bool replace(ASTContext &Context, Finding &F, SourceRange Range,
+               const std::string &Text) {
+    unsigned Begin = 0, End = 0;
+    SourceLocation After = Lexer::getLocForEndOfToken(
+        Range.getEnd(), 0, Context.getSourceManager(), Context.getLangOpts());
+    if (!Locator.offsetIn(Context, F, Range.getBegin(), Begin) ||
+        After.isInvalid() || !Locator.offsetIn(Context, F, After, End) ||
+        End < Begin)
+      return false;
+    F.Edits.push_back({Begin, End - Begin, Text, {}});
+    return true;
+  }
+
+  /// The body of the function whose code holds S.
+  static const Stmt *functionBody(ASTContext &Context, const Stmt *S) {
+    DynTypedNodeList Parents = Context.getParents(*S);
+    for (int Steps = 0; Steps < 256 && !Parents.empty(); ++Steps) {
+      if (const auto *Function = Parents[0].get<FunctionDecl>())
+        return Function->getBody();
+      const auto *Parent = Parents[0].get<Stmt>();
+      if (!Parent)
+        return nullptr;
+      Parents = Context.getParents(*Parent);
+    }
+    return nullptr;
+  }
+
+  static void references(const Stmt *S, const VarDecl *Var,
+                         std::vector<const DeclRefExpr *> &Out) {
+    if (!S)
+      return;
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
+      if (Ref->getDecl() == Var)
+        Out.push_back(Ref);
+    for (const Stmt *Child : S->children())
+      references(Child, Var, Out);
+  }
+
+  /// The shard's declaration and each tensor bound to its rows (a new local
+  /// for a const tensor or a reference, its uses in Scope renamed), its
+  /// figures made global and its row counts the total.
+  bool shardRegion(ASTContext &Context, Finding &F, const RowRegion &Region,
+                   const std::string &Shard, const Stmt *Scope,
+                   SourceLocation From, std::string &Declarations,
+                   const std::string &Indent) {
+    const SourceManager &SM = Context.getSourceManager();
+    Declarations = "ddp::RowShard " + Shard + "(" +
+                   Region.Tensors.front()->getNameAsString() + ".size(0));";
+    for (const VarDecl *Var : Region.Tensors) {
+      std::string Name = Var->getNameAsString();
+      QualType Type = Var->getType();
+      if (!Type.isConstQualified() && !Type->isReferenceType()) {
+        Declarations +=
+            "\n" + Indent + Name + " = " + Shard + ".of(" + Name + ");";
+        continue;
+      }
+      std::string Own =
+          freshName(Context, Scope,
+                    {Name + "_rows", Name + "_shard", "ddp_" + Name + "_rows"});
+      if (Own.empty())
+        return false;
+      Declarations += "\n" + Indent + "const torch::Tensor " + Own + " = " +
+                      Shard + ".of(" + Name + ");";
+      std::vector<const DeclRefExpr *> Refs;
+      references(Scope, Var, Refs);
+      for (const DeclRefExpr *Ref : Refs)
+        if ((From.isInvalid() ||
+             SM.isBeforeInTranslationUnit(From, Ref->getLocation())) &&
+            !replace(Context, F, Ref->getSourceRange(), Own))
+          return false;
+    }
+    std::vector<std::pair<const Expr *, bool>> Figures = Region.Figures;
+    // Outer figures open first where two begin at one spot.
+    llvm::stable_sort(Figures, [&](const auto &A, const auto &B) {
+      unsigned AB =
+          SM.getFileOffset(SM.getExpansionLoc(A.first->getBeginLoc()));
+      unsigned BB =
+          SM.getFileOffset(SM.getExpansionLoc(B.first->getBeginLoc()));
+      if (AB != BB)
+        return AB < BB;
+      return SM.getFileOffset(SM.getExpansionLoc(A.first->getEndLoc())) >
+             SM.getFileOffset(SM.getExpansionLoc(B.first->getEndLoc()));
+    });
+    std::set<const Expr *> Done;
+    for (const auto &[E, Sum] : Figures)
+      if (Done.insert(E).second &&
+          !wrap(Context, F, E, Shard + (Sum ? ".global_sum" : ".global_mean")))
+        return false;
+    Done.clear();
+    for (const Expr *Count : Region.RowCounts)
+      if (Done.insert(Count).second &&
+          !replace(Context, F, Count->getSourceRange(),
+                   Shard + ".total_rows()"))
+        return false;
+    return true;
+  }
+
+  bool shard(ASTContext &Context, const FullBatchLoop &Batch, Finding &F) {
+    const SourceManager &SM = Context.getSourceManager();
+    const Stmt *Loop = Batch.Loop;
+    bool StartsLine = false;
+    std::string Indent = indentationOf(SM, Loop->getBeginLoc(), StartsLine);
+    if (!StartsLine)
+      return false;
+    const Stmt *Body = functionBody(Context, Loop);
+    if (!Body)
+      return false;
+    std::string Shard =
+        freshName(Context, Body, {"rows", "train_rows", "ddp_rows"});
+    if (Shard.empty())
+      return false;
+    std::string Declarations;
+    if (!shardRegion(Context, F, Batch.Train, Shard, Loop, SourceLocation(),
+                     Declarations, Indent))
+      return false;
+    unsigned LoopOffset = 0;
+    if (!Locator.offsetIn(Context, F, Loop->getBeginLoc(), LoopOffset))
+      return false;
+    F.Edits.push_back({LoopOffset, 0, Declarations + "\n" + Indent, {}});
+    if (!wrap(Context, F, Batch.Loss,
+              Shard + (Batch.SumLoss ? ".sum_weighted" : ".mean_weighted")))
+      return false;
+    if (Batch.LossVar) {
+      unsigned After = 0;
+      bool Starts = false;
+      std::string StatementIndent =
+          indentationOf(SM, Batch.BackwardStatement->getBeginLoc(), Starts);
+      if (!Starts || !offsetAfter(Context, Batch.BackwardStatement, After))
+        return false;
+      std::string Loss = Batch.LossVar->getNameAsString();
+      F.Edits.push_back(
+          {After,
+           0,
+           "\n" + StatementIndent + Loss + " = " + Shard +
+               (Batch.SumLoss ? ".global_sum(" : ".global_mean(") + Loss + ");",
+           {}});
+    }
+    if (Batch.Eval.Tensors.empty())
+      return true;
+    // The evaluation after the loop: its own shard, right after the loop,
+    // its figures global; left whole where ddpify cannot spell it.
+    std::vector<FindingEdit> Before = F.Edits;
+    std::string EvalShard =
+        freshName(Context, Body, {"eval_rows", "test_rows", "ddp_eval_rows"});
+    unsigned After = 0;
+    if (EvalShard.empty() || !offsetAfter(Context, Loop, After) ||
+        !shardRegion(Context, F, Batch.Eval, EvalShard, Body, Loop->getEndLoc(),
+                     Declarations, Indent)) {
+      F.Edits = Before;
+      return true;
+    }
+    F.Edits.push_back({After, 0, "\n" + Indent + Declarations, {}});
+    return true;
+  }
+
+  FindingList &Findings;
+  FindingLocator Locator;
+  std::unique_ptr<TrainingOracle> Oracle;
+  const ASTContext *OracleOf = nullptr;
+  std::set<std::pair<std::string, unsigned>> Seen;
+};
+
+const RuleInfo ShardFullBatchesRows[] = {
+    {"R15", "",
+     "a training loop fed whole tensors with a mean or sum loss over rows: "
+     "each rank takes its block of rows (ddp::RowShard), its loss weighted so "
+     "the gradient is exact, printed figures global"},
+};
+
+} // namespace
+
+extern const RuleUnit ShardFullBatches{ShardFullBatchesRows,
+                                       createModule<FullBatchMatchers>};
+
+} // namespace ddpify

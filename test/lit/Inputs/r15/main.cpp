@@ -1,0 +1,178 @@
+// Input of R15.test: training loops fed whole tensors, sharded by rows where
+// the loss is a mean or a sum over rows, left whole otherwise.
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <iostream>
+
+namespace F = torch::nn::functional;
+
+struct Classifier : torch::nn::Module {
+  Classifier() : fc(register_module("fc", torch::nn::Linear(4, 3))) {}
+  torch::Tensor forward(torch::Tensor x) { return fc->forward(x); }
+  torch::nn::Linear fc;
+};
+
+// A loss of the program's own.
+torch::Tensor pinball(const torch::Tensor &prediction,
+                      const torch::Tensor &target) {
+  auto error = target - prediction;
+  return torch::max(0.9 * error, -0.1 * error).mean();
+}
+
+// mse, a mean, over X and Y; the loss printed after backward().
+void regression(torch::Tensor x, torch::Tensor y) {
+  torch::nn::Linear model(4, 1);
+  torch::optim::Adam optimizer(model->parameters(), 0.01);
+  for (int epoch = 1; epoch <= 50; ++epoch) {
+    optimizer.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    optimizer.step();
+    if (epoch % 10 == 0)
+      std::cout << "epoch " << epoch << " loss " << loss.item<float>() << '\n';
+  }
+}
+
+// A module-form cross-entropy (mean by default), the count of correct rows
+// and a mean accuracy; an evaluation on a whole test tensor afterwards.
+void classification(torch::Tensor features, torch::Tensor labels,
+                    torch::Tensor test_features, torch::Tensor test_labels) {
+  Classifier model;
+  torch::optim::SGD optimizer(model.parameters(), 0.1);
+  torch::nn::CrossEntropyLoss criterion;
+  int epoch = 0;
+  while (epoch < 20) {
+    ++epoch;
+    auto logits = model.forward(features);
+    auto loss = criterion(logits, labels);
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+    auto correct = logits.argmax(1).eq(labels).sum().item<int64_t>();
+    auto accuracy = (logits.argmax(1) == labels).to(torch::kFloat).mean();
+    std::printf("%d %.4f %lld/%lld %.4f\n", epoch, loss.item<double>(),
+                static_cast<long long>(correct),
+                static_cast<long long>(labels.size(0)),
+                accuracy.item<double>());
+  }
+  torch::NoGradGuard no_grad;
+  auto test_logits = model.forward(test_features);
+  auto test_correct = test_logits.argmax(1).eq(test_labels).sum().item<int64_t>();
+  std::printf("test %lld\n", static_cast<long long>(test_correct));
+}
+
+// A sum reduction through the functional form, recorded in a local read
+// after the loop; a const tensor gets a name of its own.
+double summed(const torch::Tensor inputs, torch::Tensor targets) {
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.001);
+  double last = 0;
+  for (int step = 0; step < 30; ++step) {
+    optimizer.zero_grad();
+    torch::Tensor loss = F::mse_loss(
+        model->forward(inputs), targets,
+        F::MSELossFuncOptions().reduction(torch::kSum));
+    loss.backward();
+    optimizer.step();
+    last = loss.item<double>();
+  }
+  return last;
+}
+
+// backward() on the loss itself.
+void direct(torch::Tensor x, torch::Tensor y) {
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  for (int step = 0; step < 10; ++step) {
+    optimizer.zero_grad();
+    torch::l1_loss(model->forward(x), y).backward();
+    optimizer.step();
+  }
+}
+
+// Whole: a loss of the program's own.
+void custom_loss(torch::Tensor x, torch::Tensor y) {
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  for (int step = 0; step < 10; ++step) {
+    optimizer.zero_grad();
+    auto loss = pinball(model->forward(x), y);
+    loss.backward();
+    optimizer.step();
+  }
+}
+
+// Whole: a normaliser computed over the whole batch.
+void normalised(torch::Tensor x, torch::Tensor y) {
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  for (int step = 0; step < 10; ++step) {
+    optimizer.zero_grad();
+    auto out = model->forward(x);
+    auto loss = torch::mse_loss(out, y, torch::Reduction::Sum) /
+                (y - y.mean()).pow(2).sum();
+    loss.backward();
+    optimizer.step();
+  }
+}
+
+// Whole: a loss over a reduction across rows; and class weights.
+void across_rows(torch::Tensor x, torch::Tensor y, torch::Tensor labels) {
+  torch::nn::Linear model(4, 1);
+  Classifier classifier;
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  torch::optim::SGD classifier_optimizer(classifier.parameters(), 0.01);
+  for (int step = 0; step < 10; ++step) {
+    optimizer.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x).mean(0), y.mean(0));
+    loss.backward();
+    optimizer.step();
+  }
+  torch::nn::CrossEntropyLoss weighted(
+      torch::nn::CrossEntropyLossOptions().weight(torch::ones({3})));
+  for (int step = 0; step < 10; ++step) {
+    classifier_optimizer.zero_grad();
+    auto loss = weighted(classifier.forward(x), labels);
+    loss.backward();
+    classifier_optimizer.step();
+  }
+}
+
+// Untouched by R15: X re-assigned in the loop; mini-batches of a loader.
+void not_full_batches(torch::Tensor x, torch::Tensor y) {
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  for (int step = 0; step < 10; ++step) {
+    optimizer.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    optimizer.step();
+    x = x + 0.01 * torch::randn_like(x);
+  }
+  auto loader = torch::data::make_data_loader(
+      torch::data::datasets::TensorDataset(x).map(
+          torch::data::transforms::Stack<torch::data::TensorExample>()),
+      16);
+  for (auto &batch : *loader) {
+    optimizer.zero_grad();
+    auto loss = model->forward(batch.data).pow(2).mean();
+    loss.backward();
+    optimizer.step();
+  }
+}
+
+int main() {
+  torch::manual_seed(0);
+  auto x = torch::randn({101, 4}), y = torch::randn({101, 1});
+  auto labels = torch::randint(3, {101});
+  regression(x, y);
+  classification(x, labels, torch::randn({31, 4}), torch::randint(3, {31}));
+  std::printf("%.4f\n", summed(x, y));
+  direct(x, y);
+  custom_loss(x, y);
+  normalised(x, y);
+  across_rows(x, y, labels);
+  not_full_batches(x, y);
+  return 0;
+}
