@@ -78,7 +78,7 @@ void explore_maze(std::shared_ptr<Net> policy) {
   }
 }
 
-// Draws nothing: every rank fits the same signal.
+// Draws nothing: the whole signal at every step, R15 shards its rows.
 void fit_signal(std::shared_ptr<Net> model) {
   torch::optim::SGD optimizer(model->parameters(), 0.1);
   auto x = torch::linspace(0, 1, 40).view({10, 4});
