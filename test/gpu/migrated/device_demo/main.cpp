@@ -58,7 +58,7 @@ class Predictor {
 public:
   explicit Predictor(MLP model)
       : model_(std::move(model)),
-        device_(ddp::device()) {
+        device_(ddp::device(torch::cuda::is_available() ? torch::kCUDA : torch::kCPU)) {
     model_->to(device_);
     model_->eval();
   }
@@ -90,8 +90,7 @@ int main(int argc, char **argv) {
     if (ddp::is_main_process()) std::cout << "Training on CPU." << std::endl;
     device_type = torch::kCPU;
   }
-  torch::Device device(ddp::device());
-  static_cast<void>(device_type);
+  torch::Device device(ddp::device(device_type));
 
   MLP model(16, 64, 1);
   model->to(device);
