@@ -952,27 +952,6 @@ const FunctionDecl *enclosingFunction(ASTContext &Context, const Stmt *S,
   return nullptr;
 }
 
-void collectBackwardCalls(const Stmt *S, std::vector<const CallExpr *> &Out) {
-  if (!S || isa<LambdaExpr>(S))
-    return;
-  if (const auto *Call = dyn_cast<CallExpr>(S))
-    if (isBackwardCall(Call))
-      Out.push_back(Call);
-  for (const Stmt *Child : S->children())
-    collectBackwardCalls(Child, Out);
-}
-
-void collectReferences(const Stmt *S, const VarDecl *Var,
-                       std::vector<const DeclRefExpr *> &Out) {
-  if (!S)
-    return;
-  if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
-    if (Ref->getDecl() == Var)
-      Out.push_back(Ref);
-  for (const Stmt *Child : S->children())
-    collectReferences(Child, Var, Out);
-}
-
 bool isRowShardCall(const Expr *E) {
   const auto *Call = dyn_cast_or_null<CXXMemberCallExpr>(strip(E));
   const CXXMethodDecl *Method = Call ? Call->getMethodDecl() : nullptr;

@@ -143,6 +143,45 @@ Finding reportNoteFor(const Finding &F, llvm::StringRef ReportId,
   return Note;
 }
 
+void collectReferences(const Stmt *S, const VarDecl *Var,
+                       std::vector<const DeclRefExpr *> &Out) {
+  if (!S)
+    return;
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
+    if (Ref->getDecl() == Var)
+      Out.push_back(Ref);
+  for (const Stmt *Child : S->children())
+    collectReferences(Child, Var, Out);
+}
+
+bool offsetAfterStatement(ASTContext &Context, const Stmt *S,
+                          unsigned &Offset) {
+  const SourceManager &SM = Context.getSourceManager();
+  SourceLocation End = S->getEndLoc();
+  if (End.isInvalid() || End.isMacroID())
+    return false;
+  SourceLocation After;
+  if (*SM.getCharacterData(End) == '}')
+    After = End.getLocWithOffset(1);
+  else
+    After = Lexer::findLocationAfterToken(End, tok::semi, SM,
+                                          Context.getLangOpts(), false);
+  if (After.isInvalid())
+    return false;
+  bool Invalid = false;
+  llvm::StringRef Buffer = SM.getBufferData(SM.getFileID(After), &Invalid);
+  if (Invalid)
+    return false;
+  Offset = SM.getFileOffset(After);
+  size_t Next = Buffer.find_first_not_of(" \t", Offset);
+  if (Next == llvm::StringRef::npos)
+    Offset = Buffer.size();
+  else if (Buffer[Next] == '\n' || Buffer[Next] == '\r' ||
+           Buffer.substr(Next).starts_with("//"))
+    Offset = std::min(Buffer.find_first_of("\r\n", Next), Buffer.size());
+  return true;
+}
+
 std::string indentationOf(const SourceManager &SM, SourceLocation Loc,
                           bool &StartsLine) {
   StartsLine = false;

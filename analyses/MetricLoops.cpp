@@ -746,6 +746,16 @@ bool isDataLoaderType(QualType T) {
        "torch::data::DataLoaderBase", "ddp::DistributedDataLoader"});
 }
 
+void collectBackwardCalls(const Stmt *S, std::vector<const CallExpr *> &Out) {
+  if (!S || isa<LambdaExpr>(S))
+    return;
+  if (const auto *Call = dyn_cast<CallExpr>(S))
+    if (isBackwardCall(Call))
+      Out.push_back(Call);
+  for (const Stmt *Child : S->children())
+    collectBackwardCalls(Child, Out);
+}
+
 bool isBackwardCall(const CallExpr *Call) {
   if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
     if (const CXXMethodDecl *Method = Member->getMethodDecl())

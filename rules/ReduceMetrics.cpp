@@ -124,7 +124,7 @@ private:
       return;
     }
     unsigned Offset = 0;
-    if (!insertionOffset(Context, Loop.Loop, Offset))
+    if (!offsetAfterStatement(Context, Loop.Loop, Offset))
       return;
     bool Invalid = false;
     FileID File = SM.getFileID(SM.getExpansionLoc(End));
@@ -165,37 +165,6 @@ private:
   static void excludeUnsharded(Finding &F, const MetricLoop &Loop) {
     if (!Loop.LoaderHolder.empty())
       F.Excludes.push_back(unshardedLoaderFact(Loop.LoaderHolder));
-  }
-
-  /// Right after the loop's `}` (or its body's `;`); at the end of that
-  /// line when only blanks or a line comment follow, so the comment stays
-  /// with the loop.
-  static bool insertionOffset(ASTContext &Context, const Stmt *Loop,
-                              unsigned &Offset) {
-    const SourceManager &SM = Context.getSourceManager();
-    SourceLocation End = Loop->getEndLoc();
-    if (End.isInvalid() || End.isMacroID())
-      return false;
-    SourceLocation After;
-    if (*SM.getCharacterData(End) == '}')
-      After = End.getLocWithOffset(1);
-    else
-      After = Lexer::findLocationAfterToken(End, tok::semi, SM,
-                                            Context.getLangOpts(), false);
-    if (After.isInvalid())
-      return false;
-    bool Invalid = false;
-    llvm::StringRef Buffer = SM.getBufferData(SM.getFileID(After), &Invalid);
-    if (Invalid)
-      return false;
-    Offset = SM.getFileOffset(After);
-    size_t Next = Buffer.find_first_not_of(" \t", Offset);
-    if (Next == llvm::StringRef::npos)
-      Offset = Buffer.size();
-    else if (Buffer[Next] == '\n' || Buffer[Next] == '\r' ||
-             Buffer.substr(Next).starts_with("//"))
-      Offset = std::min(Buffer.find_first_of("\r\n", Next), Buffer.size());
-    return true;
   }
 
   FindingList &Findings;

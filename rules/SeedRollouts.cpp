@@ -237,17 +237,6 @@ public:
   }
 
 private:
-  static void collectBackwardCalls(const Stmt *S,
-                                   std::vector<const CallExpr *> &Calls) {
-    if (!S || isa<LambdaExpr>(S))
-      return;
-    if (const auto *Call = dyn_cast<CallExpr>(S))
-      if (isBackwardCall(Call))
-        Calls.push_back(Call);
-    for (const Stmt *Child : S->children())
-      collectBackwardCalls(Child, Calls);
-  }
-
   /// The first of the `ddp::reseed_per_rank(...);` statements right before
   /// Loop in its block (a migrated loop's own), or null.
   static const Stmt *reseedsBefore(const Stmt *Loop, ParentMap &Parents) {

@@ -122,36 +122,6 @@ private:
     return "";
   }
 
-  /// The offset right after the statement or block S (its `;` or `}`); at
-  /// the end of that line when only blanks or a line comment follow.
-  static bool offsetAfter(ASTContext &Context, const Stmt *S,
-                          unsigned &Offset) {
-    const SourceManager &SM = Context.getSourceManager();
-    SourceLocation End = S->getEndLoc();
-    if (End.isInvalid() || End.isMacroID())
-      return false;
-    SourceLocation After;
-    if (*SM.getCharacterData(End) == '}')
-      After = End.getLocWithOffset(1);
-    else
-      After = Lexer::findLocationAfterToken(End, tok::semi, SM,
-                                            Context.getLangOpts(), false);
-    if (After.isInvalid())
-      return false;
-    bool Invalid = false;
-    llvm::StringRef Buffer = SM.getBufferData(SM.getFileID(After), &Invalid);
-    if (Invalid)
-      return false;
-    Offset = SM.getFileOffset(After);
-    size_t Next = Buffer.find_first_not_of(" \t", Offset);
-    if (Next == llvm::StringRef::npos)
-      Offset = Buffer.size();
-    else if (Buffer[Next] == '\n' || Buffer[Next] == '\r' ||
-             Buffer.substr(Next).starts_with("//"))
-      Offset = std::min(Buffer.find_first_of("\r\n", Next), Buffer.size());
-    return true;
-  }
-
   /// `Name(` before E and `)` after it.
   bool wrap(ASTContext &Context, Finding &F, const Expr *E,
             const std::string &Name) {
@@ -193,17 +163,6 @@ private:
     return nullptr;
   }
 
-  static void references(const Stmt *S, const VarDecl *Var,
-                         std::vector<const DeclRefExpr *> &Out) {
-    if (!S)
-      return;
-    if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
-      if (Ref->getDecl() == Var)
-        Out.push_back(Ref);
-    for (const Stmt *Child : S->children())
-      references(Child, Var, Out);
-  }
-
   /// The shard's declaration and each tensor bound to its rows (a new local
   /// for a const tensor or a reference, its uses in Scope renamed), its
   /// figures made global and its row counts the total.
@@ -230,7 +189,7 @@ private:
       Declarations += "\n" + Indent + "const torch::Tensor " + Own + " = " +
                       Shard + ".of(" + Name + ");";
       std::vector<const DeclRefExpr *> Refs;
-      references(Scope, Var, Refs);
+      collectReferences(Scope, Var, Refs);
       for (const DeclRefExpr *Ref : Refs)
         if ((From.isInvalid() ||
              SM.isBeforeInTranslationUnit(From, Ref->getLocation())) &&
@@ -293,7 +252,8 @@ private:
       bool Starts = false;
       std::string StatementIndent =
           indentationOf(SM, Batch.BackwardStatement->getBeginLoc(), Starts);
-      if (!Starts || !offsetAfter(Context, Batch.BackwardStatement, After))
+      if (!Starts ||
+          !offsetAfterStatement(Context, Batch.BackwardStatement, After))
         return false;
       std::string Loss = Batch.LossVar->getNameAsString();
       F.Edits.push_back(
@@ -311,7 +271,7 @@ private:
     std::string EvalShard =
         freshName(Context, Body, {"eval_rows", "test_rows", "ddp_eval_rows"});
     unsigned After = 0;
-    if (EvalShard.empty() || !offsetAfter(Context, Loop, After) ||
+    if (EvalShard.empty() || !offsetAfterStatement(Context, Loop, After) ||
         !shardRegion(Context, F, Batch.Eval, EvalShard, Body, Loop->getEndLoc(),
                      Declarations, Indent)) {
       F.Edits = Before;

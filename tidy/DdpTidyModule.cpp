@@ -125,6 +125,9 @@ private:
 /// checks (clang-tidy makes the checks and a MatchFinder for each unit).
 std::shared_ptr<UnitRun> runFor(MatchFinder *Finder) {
   static std::map<MatchFinder *, std::weak_ptr<UnitRun>> Runs;
+  // The runs of earlier units, whose checks are gone.
+  for (auto It = Runs.begin(); It != Runs.end();)
+    It = It->second.expired() ? Runs.erase(It) : std::next(It);
   std::shared_ptr<UnitRun> Run = Runs[Finder].lock();
   if (!Run) {
     Run = std::make_shared<UnitRun>();

@@ -342,19 +342,29 @@ int writeMigration(const ToolOptions &Options, const PipelineResult &Result) {
   return ExitOk;
 }
 
+bool readBeforeAndAfter(const PipelineResult &Result, llvm::StringRef File,
+                        std::optional<std::string> &Old,
+                        std::optional<std::string> &New) {
+  llvm::Expected<std::string> Before = readFile(File);
+  llvm::Expected<std::string> After = Result.Edits.apply(File);
+  if (!Before || !After) {
+    llvm::Error Err = Before ? After.takeError() : Before.takeError();
+    if (!Before && !After)
+      llvm::consumeError(After.takeError());
+    llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err)) << "\n";
+    return false;
+  }
+  Old = std::move(*Before);
+  New = std::move(*After);
+  return true;
+}
+
 int printDiff(const PipelineResult &Result, llvm::raw_ostream &OS) {
   bool Changed = false;
   for (const auto &[File, Edits] : Result.Edits.files()) {
-    llvm::Expected<std::string> Old = readFile(File);
-    llvm::Expected<std::string> New = Result.Edits.apply(File);
-    if (!Old || !New) {
-      llvm::Error Err = Old ? New.takeError() : Old.takeError();
-      if (!Old && !New)
-        llvm::consumeError(New.takeError());
-      llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err))
-                   << "\n";
+    std::optional<std::string> Old, New;
+    if (!readBeforeAndAfter(Result, File, Old, New))
       return ExitError;
-    }
     std::string Diff =
         unifiedDiff(relativeToRoot(File, Result.Root), *Old, *New);
     Changed |= !Diff.empty();

@@ -5,6 +5,7 @@
 
 #include "Pipeline.h"
 #include "llvm/Support/raw_ostream.h"
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,12 @@ struct ChangedLines {
 /// between them: the edit script unifiedDiff prints.
 std::vector<ChangedLines> changedLines(llvm::StringRef Old,
                                        llvm::StringRef New);
+
+/// File as it is on disk (Old) and with the run's edits applied (New);
+/// false, with the error printed, when either cannot be had.
+bool readBeforeAndAfter(const PipelineResult &Result, llvm::StringRef File,
+                        std::optional<std::string> &Old,
+                        std::optional<std::string> &New);
 
 /// A unified diff of one file with 3 lines of context; empty when equal.
 std::string unifiedDiff(llvm::StringRef RelativePath, llvm::StringRef Old,

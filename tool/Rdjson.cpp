@@ -201,16 +201,9 @@ std::string ruleDocsUrl(llvm::StringRef RuleId) {
 int printDiffRdjson(const PipelineResult &Result, llvm::raw_ostream &OS) {
   llvm::json::Array Diagnostics;
   for (const auto &[File, Edits] : Result.Edits.files()) {
-    llvm::Expected<std::string> Old = readFile(File);
-    llvm::Expected<std::string> New = Result.Edits.apply(File);
-    if (!Old || !New) {
-      llvm::Error Err = Old ? New.takeError() : Old.takeError();
-      if (!Old && !New)
-        llvm::consumeError(New.takeError());
-      llvm::errs() << "ddpify: error: " << llvm::toString(std::move(Err))
-                   << "\n";
+    std::optional<std::string> Old, New;
+    if (!readBeforeAndAfter(Result, File, Old, New))
       return ExitError;
-    }
     std::vector<size_t> OldStarts = lineStarts(*Old);
     std::vector<size_t> NewStarts = lineStarts(*New);
     for (const ChangedLines &Run : changedLines(*Old, *New)) {

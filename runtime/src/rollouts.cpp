@@ -10,9 +10,7 @@
 namespace ddp {
 namespace detail {
 
-int rollout_rank() {
-  return ddp::rank();
-}
+int rollout_rank() { return ddp::rank(); }
 
 uint64_t rank_seed(uint64_t seed, int rank) {
   // splitmix64's increment and finaliser: seeds of neighbouring ranks land

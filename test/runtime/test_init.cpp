@@ -420,8 +420,7 @@ TEST(Init, DeviceOfTheKindTheProgramChose) {
   EXPECT_EQ(ddp::device(torch::kCPU), torch::Device(torch::kCPU));
   EXPECT_EQ(ddp::device(torch::kCUDA),
             torch::Device(torch::kCUDA, ddp::local_rank()));
-  const auto chosen =
-      torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
+  const auto chosen = torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
   EXPECT_EQ(ddp::device(chosen).type(), chosen);
   ::setenv("DDP_DEVICE", "cpu", 1);
   EXPECT_EQ(ddp::device(torch::kCUDA), torch::Device(torch::kCPU));

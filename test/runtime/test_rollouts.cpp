@@ -46,8 +46,8 @@ TEST(ReseedPerRank, StandardEngines) {
     std::mt19937 engine(11);
     ddp::reseed_per_rank(engine);
     std::mt19937 alone(11);
-    const auto mine = torch::tensor({static_cast<int64_t>(engine()),
-                                     static_cast<int64_t>(engine())});
+    const auto mine = torch::tensor(
+        {static_cast<int64_t>(engine()), static_cast<int64_t>(engine())});
     const auto both = ddp::all_gather(mine);
     EXPECT_EQ(both[0][0].item<int64_t>(), static_cast<int64_t>(alone()));
     EXPECT_FALSE(torch::equal(both[0], both[1]));

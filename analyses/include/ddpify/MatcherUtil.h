@@ -68,6 +68,16 @@ private:
 Finding reportNoteFor(const Finding &F, llvm::StringRef ReportId,
                       std::string Reason);
 
+/// Every reference to Var in S.
+void collectReferences(const clang::Stmt *S, const clang::VarDecl *Var,
+                       std::vector<const clang::DeclRefExpr *> &Out);
+
+/// The file offset right after the statement or block S (its `;` or `}`);
+/// at the end of that line when only blanks or a line comment follow, so
+/// the comment stays with S. False in a macro or where it cannot be found.
+bool offsetAfterStatement(clang::ASTContext &Context, const clang::Stmt *S,
+                          unsigned &Offset);
+
 /// The whitespace before Loc on its line, and whether only whitespace
 /// precedes Loc there.
 std::string indentationOf(const clang::SourceManager &SM,

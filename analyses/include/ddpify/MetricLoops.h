@@ -28,6 +28,10 @@ bool isDataLoaderType(clang::QualType T);
 /// A call to Tensor::backward() or torch::autograd::backward().
 bool isBackwardCall(const clang::CallExpr *Call);
 
+/// Every backward() call in S, lambdas left out, in source order.
+void collectBackwardCalls(const clang::Stmt *S,
+                          std::vector<const clang::CallExpr *> &Out);
+
 /// Whether a statement trains: it calls backward() (or an optimizer's
 /// step()), directly or through functions defined in the user's code.
 /// Memoised per function; one instance per translation unit.

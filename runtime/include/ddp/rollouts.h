@@ -39,8 +39,7 @@ void reseed_per_rank();
 
 /// Reseeds a standard random engine (std::mt19937, std::default_random_engine,
 /// ...) on ranks other than 0 from its next value and the rank.
-template <typename Engine>
-void reseed_per_rank(Engine& engine) {
+template <typename Engine> void reseed_per_rank(Engine& engine) {
   const int rank = detail::rollout_rank();
   if (rank > 0) {
     const auto next = static_cast<uint64_t>(engine());

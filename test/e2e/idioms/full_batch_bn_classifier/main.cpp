@@ -45,9 +45,8 @@ int main(int argc, char **argv) {
   auto labels = torch::randint(kClasses, {total}, torch::kLong);
   auto angle = torch::rand({total}) * 2 * M_PI;
   auto radius = labels.to(torch::kFloat) + 1 + 0.3 * torch::randn({total});
-  auto points = torch::stack({radius * torch::cos(angle),
-                              radius * torch::sin(angle)},
-                             1);
+  auto points =
+      torch::stack({radius * torch::cos(angle), radius * torch::sin(angle)}, 1);
   auto x_train = points.slice(0, 0, n_train).to(device);
   auto y_train = labels.slice(0, 0, n_train).to(device);
   auto x_held = points.slice(0, n_train).to(device);
@@ -81,8 +80,7 @@ int main(int argc, char **argv) {
   auto held_loss = criterion(held_logits, y_held);
   auto held_correct = held_logits.argmax(1).eq(y_held).sum().item<int64_t>();
   std::cout << "held_out loss " << std::fixed << std::setprecision(6)
-            << held_loss.item<float>() << " correct " << held_correct
-            << " acc "
+            << held_loss.item<float>() << " correct " << held_correct << " acc "
             << static_cast<double>(held_correct) / y_held.size(0) << '\n';
   return 0;
 }

@@ -82,7 +82,8 @@ int main(int argc, char *argv[]) {
     std::vector<float> rewards;
     for (int t = 0; t < 200; ++t) {
       auto log_prob = policy->forward(state.to(device)).squeeze(0);
-      const int64_t action = torch::multinomial(log_prob.exp(), 1).item<int64_t>();
+      const int64_t action =
+          torch::multinomial(log_prob.exp(), 1).item<int64_t>();
       log_probs.push_back(log_prob[action]);
       const bool alive = env.step(action);
       rewards.push_back(1.0f);
