@@ -6,6 +6,7 @@
 
 #include "env_launcher.h"
 #include "fault_report.h"
+#include "profile.h"
 #include "shm_allreduce.h"
 #include "subgroups.h"
 #include "unwrapped_check.h"
@@ -413,6 +414,7 @@ public:
       // must not take mutex_, which this thread holds.
       token->reducer = this;
       in_backward_ = true;
+      detail::profile::backward_started();
     }
     Slot& slot = slots_[index];
     if (slot.ready) {
@@ -647,6 +649,7 @@ private:
     }
 
     torch::NoGradGuard no_grad;
+    const auto wait_start = detail::profile::Clock::now();
     for (auto& bucket : buckets_) {
       if (bucket.shm_done.valid()) {
         wait_for(bucket.shm_done, "gradient all-reduce");
@@ -687,6 +690,7 @@ private:
         unpack_bytes(buffer_flat, buffers_);
       }
     }
+    const auto check_start = detail::profile::Clock::now();
     ++stats_.synced_backwards;
     if (check_sync_every_ > 0 &&
         stats_.synced_backwards % check_sync_every_ == 0) {
@@ -699,6 +703,9 @@ private:
         throw;
       }
     }
+    const auto end = detail::profile::Clock::now();
+    detail::profile::backward_finished(check_start - wait_start,
+                                       end - check_start);
   }
 
   // The sync check: one checksum per parameter (and buffer, when they are

@@ -6,6 +6,7 @@
 #include "env_launcher.h"
 #include "fault_report.h"
 #include "libtorch_logging.h"
+#include "profile.h"
 #include "subgroups.h"
 #include "unwrapped_check.h"
 
@@ -137,6 +138,12 @@ c10::intrusive_ptr<c10d::Store> make_store(const detail::EnvConfig& env) {
     options.isServer = env.rank == 0;
     options.numWorkers = static_cast<std::size_t>(env.world_size);
     options.waitWorkers = true;
+  }
+  if (!options.isServer) {
+    detail::wait_until_listening(
+        env.master_addr, env.master_port,
+        std::chrono::duration_cast<std::chrono::milliseconds>(env.timeout)
+            .count());
   }
   c10::intrusive_ptr<c10d::Store> store;
   try {
@@ -391,6 +398,7 @@ void detail::collective_failed(const char* what_op, const std::exception& e) {
 namespace {
 
 void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what_op) {
+  const detail::profile::CollectiveTimer timer;
   try {
     work->wait();
   } catch (const std::exception& e) {
@@ -434,6 +442,7 @@ void init(int& argc, char** argv, InitOptions options) {
   if (s.initialized) {
     return;
   }
+  detail::profile::init_started();
   auto env =
       detail::read_environment(detail::process_environment(), local_rank_arg,
                                options.backend, options.timeout);
@@ -472,6 +481,7 @@ void init(int& argc, char** argv, InitOptions options) {
   }
   s.env = env;
   s.initialized = true;
+  detail::profile::init_finished(env.rank, env.world_size);
 }
 
 void init(InitOptions options) {

@@ -6,7 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 
 namespace ddp {
 namespace detail {
@@ -72,6 +75,45 @@ ListeningSocket listen_on(const std::string& host, int port, int backlog) {
   }
   ::freeaddrinfo(found);
   return result;
+}
+
+void wait_until_listening(const std::string& host, int port, long timeout_ms) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (::getaddrinfo(host.c_str(), service.c_str(), &hints, &found) != 0 ||
+      found == nullptr) {
+    return; // TCPStore names the problem
+  }
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(timeout_ms);
+  auto pause = std::chrono::milliseconds(2);
+  for (;;) {
+    bool refused = false;
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      const int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) {
+        continue;
+      }
+      const int result = ::connect(fd, a->ai_addr, a->ai_addrlen);
+      const int error = errno;
+      ::close(fd);
+      if (result == 0) {
+        ::freeaddrinfo(found);
+        return;
+      }
+      refused = refused || error == ECONNREFUSED;
+    }
+    if (!refused || std::chrono::steady_clock::now() + pause > deadline) {
+      break;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+  ::freeaddrinfo(found);
 }
 
 } // namespace detail

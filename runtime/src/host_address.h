@@ -23,5 +23,12 @@ struct ListeningSocket {
 };
 ListeningSocket listen_on(const std::string& host, int port, int backlog);
 
+/// Waits until something listens on host:port (a TCP connect succeeds,
+/// probing every few milliseconds), at most `timeout_ms`; returns at once
+/// on any other outcome than a refused connection. c10d's TCPStore client
+/// sleeps a whole second after a refused connect: a rank that starts before
+/// rank 0's store listens would lose that second.
+void wait_until_listening(const std::string& host, int port, long timeout_ms);
+
 } // namespace detail
 } // namespace ddp

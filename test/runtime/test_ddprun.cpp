@@ -1175,6 +1175,47 @@ TEST(QuietStart, TwoRanksPrintOnlyWhatTheProgramPrints) {
       << train.output;
 }
 
+TEST(Profile, EachRankSaysWhereItsTimeWent) {
+  // DDP_PROFILE=1: at exit every rank prints one line of its phases, and
+  // counts every synchronised backward pass of the probe's training loop
+  // (one per "step N" line it wrote).
+  const auto run = ddp_test::run_command(
+      ddprun({"--nproc-per-node", "2", "--tee", DDP_TRAIN_PROBE_PATH, "wrap"},
+             {{"OMP_NUM_THREADS", "1"}, {"DDP_PROFILE", "1"}}),
+      180);
+  ASSERT_FALSE(run.timed_out) << run.output;
+  EXPECT_EQ(run.status, 0) << run.output;
+  const std::regex line(
+      "\\[rank([01])\\]: ddp: profile rank ([01]) of 2: start-up [0-9.]+ s, "
+      "init [0-9.]+ s, before the first backward [0-9.]+ s, training "
+      "[0-9.]+ s \\(([0-9]+) backward passes; waiting for gradients [0-9.]+ "
+      "s, sync checks [0-9.]+ s\\), after the last backward [0-9.]+ s; the "
+      "program's collectives [0-9.]+ s \\([0-9]+\\)");
+  std::istringstream lines(run.output);
+  std::string text;
+  std::set<std::string> ranks;
+  while (std::getline(lines, text)) {
+    std::smatch m;
+    if (!std::regex_match(text, m, line)) {
+      continue;
+    }
+    EXPECT_EQ(m[1].str(), m[2].str()) << text;
+    ranks.insert(m[2].str());
+    const std::string prefix = "[rank" + m[2].str() + "]: step ";
+    EXPECT_EQ(std::stoi(m[3].str()), count(run.output, prefix)) << run.output;
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1"})) << run.output;
+
+  // Off by default: no such line.
+  const auto quiet = ddp_test::run_command(
+      ddprun(
+          {"--nproc-per-node", "2", DDP_TRAIN_PROBE_PATH, "wrap"},
+          {{"OMP_NUM_THREADS", "1"}, {"DDP_PROFILE", ddp_test::unset_value()}}),
+      180);
+  EXPECT_EQ(quiet.status, 0) << quiet.output;
+  EXPECT_FALSE(contains(quiet.output, "ddp: profile")) << quiet.output;
+}
+
 TEST(QuietStart, DebugSwitchBringsLibTorchsLoggingBack) {
   // DDP_DEBUG=1: c10d's own lines (INFO: the store listening, each client
   // connecting) come back on stderr; TORCH_CPP_LOG_LEVEL is honoured as

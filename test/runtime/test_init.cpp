@@ -3,6 +3,7 @@
 // master, under torchrun's agent store; and what a rank sees when its peer
 // dies or stops answering.
 
+#include "host_address.h"
 #include "multiprocess.h"
 
 #include <ddp/distributed.h>
@@ -10,7 +11,9 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <signal.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <regex>
@@ -164,6 +167,29 @@ TEST(Init, MissingPeerFailsRankZeroWithinTheTimeout) {
   EXPECT_NE(r.status, 0);
   EXPECT_TRUE(contains(r.output, "ddp::init: rank 0")) << r.output;
   EXPECT_TRUE(contains(r.output, "within the timeout of 3 s")) << r.output;
+}
+
+TEST(Init, StoreClientWaitsUntilRankZeroListens) {
+  // c10d's TCPStore client sleeps a second after a refused connect; the
+  // runtime probes first (every few ms) and returns once rank 0's store
+  // listens: here a listener that appears after a while, and the probe
+  // returns only once it is there.
+  const int port = ddp_test::free_port();
+  std::atomic<bool> listening{false};
+  int fd = -1;
+  std::thread rank_zero([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    fd = ddp::detail::listen_on("127.0.0.1", port, 4).fd;
+    listening = true;
+  });
+  ddp::detail::wait_until_listening("127.0.0.1", port, 60000);
+  EXPECT_TRUE(listening.load());
+  rank_zero.join();
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+
+  // Nothing listens and no time is left: it returns (TCPStore then says why).
+  ddp::detail::wait_until_listening("127.0.0.1", ddp_test::free_port(), 0);
 }
 
 TEST(Init, TwiceIsANoOp) {
