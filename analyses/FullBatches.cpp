@@ -1008,6 +1008,121 @@ void analyzeEvaluation(ASTContext &Context, const FunctionDecl *Function,
   Result.Eval = std::move(Eval);
 }
 
+/// Whether Var is only read in Body (never assigned, incremented, bound to
+/// a non-const reference or had its address taken there).
+bool onlyReadIn(ASTContext &Context, const Stmt *Body, const VarDecl *Var) {
+  std::vector<const DeclRefExpr *> Refs;
+  collectReferences(Body, Var, Refs);
+  for (const DeclRefExpr *Ref : Refs) {
+    const auto *Cast =
+        dyn_cast_or_null<ImplicitCastExpr>(parentStmt(Context, Ref));
+    if (!Cast || Cast->getCastKind() != CK_LValueToRValue)
+      return false;
+  }
+  return true;
+}
+
+/// Whether Condition has one value on every rank: integers, booleans and
+/// operators on them, and variables of such types that Loop never changes
+/// but through its own increment (the loop counter) whose initialisers
+/// hold no tensor.
+bool sameOnEveryRank(ASTContext &Context, const Expr *Condition,
+                     const Stmt *Loop, const Stmt *Body) {
+  llvm::SmallVector<const Stmt *, 16> Work{Condition};
+  while (!Work.empty()) {
+    const Stmt *S = Work.pop_back_val();
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(S)) {
+      const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
+      if (!Var || Var->getType()->isReferenceType())
+        return false;
+      QualType T = Var->getType().getCanonicalType();
+      if (!T->isIntegralOrEnumerationType())
+        return false;
+      if (!onlyReadIn(Context, Body, Var))
+        return false;
+      bool Counter = false;
+      if (const auto *For = dyn_cast<ForStmt>(Loop))
+        if (const auto *Init = dyn_cast_or_null<DeclStmt>(For->getInit()))
+          Counter = llvm::is_contained(Init->decls(), Var);
+      if (!Counter && !Var->getType().isConstQualified() &&
+          !isa<ParmVarDecl>(Var) && !Var->isLocalVarDecl())
+        return false; // a global another thread or function may change
+      if (!Counter && !isa<ParmVarDecl>(Var)) {
+        // A local the loop does not change; also not between its
+        // declaration and the loop if it is not const.
+        if (!Var->getType().isConstQualified() &&
+            !onlyReadIn(Context, Loop, Var))
+          return false;
+        if (const Expr *Init = Var->getInit()) {
+          llvm::SmallVector<const Stmt *, 16> Parts{Init};
+          while (!Parts.empty()) {
+            const Stmt *Part = Parts.pop_back_val();
+            if (const auto *E = dyn_cast<Expr>(Part))
+              if (isTensorType(E->getType()))
+                return false;
+            for (const Stmt *Child : Part->children())
+              if (Child)
+                Parts.push_back(Child);
+          }
+        }
+      }
+      continue;
+    }
+    if (const auto *Unary = dyn_cast<UnaryOperator>(S)) {
+      if (Unary->isIncrementDecrementOp() || Unary->getOpcode() == UO_AddrOf ||
+          Unary->getOpcode() == UO_Deref)
+        return false;
+    } else if (const auto *Binary = dyn_cast<BinaryOperator>(S)) {
+      if (Binary->isAssignmentOp())
+        return false;
+    } else if (!isa<IntegerLiteral, CXXBoolLiteralExpr, ParenExpr,
+                    ImplicitCastExpr>(S)) {
+      return false; // a call, a member, a tensor: maybe not the same
+    }
+    for (const Stmt *Child : S->children())
+      if (Child)
+        Work.push_back(Child);
+  }
+  return true;
+}
+
+/// The condition of the `if` of Body (a statement of its own in it) whose
+/// then-branch holds every read of the loss after backward(), when that
+/// condition is the same on every rank: the loss need be made global only
+/// when it holds. Null otherwise.
+const Expr *lossReadCondition(ASTContext &Context, const Stmt *Loop,
+                              const Stmt *Body, const Stmt *BackwardStatement,
+                              llvm::ArrayRef<const DeclRefExpr *> Reads) {
+  const IfStmt *Common = nullptr;
+  for (const DeclRefExpr *Read : Reads) {
+    const Stmt *Child = Read;
+    const Stmt *Parent = parentStmt(Context, Child);
+    while (Parent && Parent != Body) {
+      Child = Parent;
+      Parent = parentStmt(Context, Child);
+    }
+    const auto *If = dyn_cast_or_null<IfStmt>(Parent ? Child : nullptr);
+    if (!If || (Common && If != Common))
+      return nullptr;
+    Common = If;
+    // In the then-branch, not in the condition or the else-branch.
+    const Stmt *Branch = Read;
+    while (Branch && Branch != If->getThen() && Branch != If)
+      Branch = parentStmt(Context, Branch);
+    if (Branch != If->getThen())
+      return nullptr;
+  }
+  if (!Common ||
+      !before(Context.getSourceManager(), BackwardStatement->getEndLoc(),
+              Common->getBeginLoc()) ||
+      Common->getInit() || Common->getConditionVariable() ||
+      Common->isConstexpr() || Common->getCond()->getBeginLoc().isMacroID())
+    return nullptr;
+  return sameOnEveryRank(Context, Common->getCond(), Loop, Body)
+             ? Common->getCond()
+             : nullptr;
+}
+
 } // namespace
 
 FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
@@ -1126,6 +1241,7 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
     std::vector<const DeclRefExpr *> Refs;
     collectReferences(Function->getBody(), LossVar, Refs);
     bool ReadAfter = false;
+    std::vector<const DeclRefExpr *> Reads;
     for (const DeclRefExpr *Ref : Refs) {
       if (strip(Receiver) == Ref ||
           Ref->getLocation() == LossVar->getLocation())
@@ -1138,6 +1254,7 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
         return Fail("its loss '" + LossVar->getNameAsString() +
                     "' is read before backward()");
       ReadAfter = true;
+      Reads.push_back(Ref);
     }
     if (ReadAfter && (LossVar->getType().isConstQualified() ||
                       LossVar->getType()->isReferenceType()))
@@ -1145,6 +1262,9 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
                   "' is read after backward() but cannot be re-assigned");
     if (!ReadAfter)
       LossVar = nullptr;
+    else
+      Result.LossReadWhen =
+          lossReadCondition(Context, Loop, Body, Statement, Reads);
   }
   Result.Loop = Loop;
   Result.Loss = Receiver;

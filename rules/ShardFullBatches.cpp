@@ -12,7 +12,10 @@
 //   for (...) {
 //     auto loss = torch::mse_loss(model->forward(x), y);
 //     rows.mean_weighted(loss).backward();      // sum_weighted for a sum
-//     loss = rows.global_mean(loss);            // when it is read again
+//     loss = rows.global_mean(loss);            // when it is read again;
+//                                               // under the print's own
+//                                               // condition when that is the
+//                                               // same on every rank
 //     auto correct = rows.global_sum(out.argmax(1).eq(y).sum()).item<...>();
 //   }
 //
@@ -256,12 +259,19 @@ private:
           !offsetAfterStatement(Context, Batch.BackwardStatement, After))
         return false;
       std::string Loss = Batch.LossVar->getNameAsString();
-      F.Edits.push_back(
-          {After,
-           0,
-           "\n" + StatementIndent + Loss + " = " + Shard +
-               (Batch.SumLoss ? ".global_sum(" : ".global_mean(") + Loss + ");",
-           {}});
+      std::string Global = Loss + " = " + Shard +
+                           (Batch.SumLoss ? ".global_sum(" : ".global_mean(") +
+                           Loss + ");";
+      // Only when the loss is read (a print every k epochs): a collective
+      // at every step would cost more than the print.
+      if (Batch.LossReadWhen)
+        Global = "if (" +
+                 Lexer::getSourceText(CharSourceRange::getTokenRange(
+                                          Batch.LossReadWhen->getSourceRange()),
+                                      SM, Context.getLangOpts())
+                     .str() +
+                 ")\n" + StatementIndent + "  " + Global;
+      F.Edits.push_back({After, 0, "\n" + StatementIndent + Global, {}});
     }
     if (Batch.Eval.Tensors.empty())
       return true;

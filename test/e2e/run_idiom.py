@@ -482,6 +482,7 @@ IDIOMS = {
             r"inputs = rows\.of\(inputs\);\n\s+targets = rows\.of\(targets\);"
             r"\n\s+for \(int epoch = 1;",
             r"rows\.mean_weighted\(loss\)\.backward\(\);\n"
+            r"\s+if \(epoch % 20 == 0\)\n"
             r"\s+loss = rows\.global_mean\(loss\);",
             r"ddp::RowShard eval_rows\(test_inputs\.size\(0\)\);",
             r"eval_rows\.global_mean\(torch::mse_loss\(test_prediction, "

@@ -51,6 +51,11 @@ struct FullBatchLoop {
   bool SumLoss = false;
   const clang::VarDecl *LossVar = nullptr;
   const clang::Stmt *BackwardStatement = nullptr;
+  /// When every read of LossVar after backward() lies under one `if` of the
+  /// loop whose condition is the same on every rank (a print every k
+  /// epochs): that condition, so that the loss is made global only when it
+  /// is read, not with a collective at every step.
+  const clang::Expr *LossReadWhen = nullptr;
   RowRegion Train;
   /// An evaluation after the loop on other whole tensors whose figures are
   /// sums or means over rows: sharded the same way (empty Tensors: none, or

@@ -162,6 +162,54 @@ void not_full_batches(torch::Tensor x, torch::Tensor y) {
   }
 }
 
+// The loss printed now and then: made global only under the print's
+// condition, which is the same on every rank.
+void logged_every(torch::Tensor x, torch::Tensor y, int every) {
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  const int steps = 40;
+  for (int step = 0; step < steps; ++step) {
+    optimizer.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    optimizer.step();
+    if (step % every == 0 || step + 1 == steps) {
+      std::printf("step %d loss %.4f\n", step, loss.item<double>());
+    }
+  }
+}
+
+// A condition on the loss itself: the loss is global at every step.
+void logged_when_low(torch::Tensor x, torch::Tensor y) {
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  for (int step = 0; step < 40; ++step) {
+    optimizer.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    optimizer.step();
+    if (loss.item<double>() < 0.05) {
+      std::printf("converged at %d loss %.4f\n", step, loss.item<double>());
+      break;
+    }
+  }
+}
+
+// A condition on a count the loop changes: the loss is global at every step.
+void logged_by_count(torch::Tensor x, torch::Tensor y) {
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  int seen = 0;
+  for (int step = 0; step < 40; ++step) {
+    optimizer.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    optimizer.step();
+    if (++seen % 10 == 0)
+      std::printf("loss %.4f\n", loss.item<double>());
+  }
+}
+
 int main() {
   torch::manual_seed(0);
   auto x = torch::randn({101, 4}), y = torch::randn({101, 1});
@@ -174,5 +222,8 @@ int main() {
   normalised(x, y);
   across_rows(x, y, labels);
   not_full_batches(x, y);
+  logged_every(x, y, 10);
+  logged_when_low(x, y);
+  logged_by_count(x, y);
   return 0;
 }
