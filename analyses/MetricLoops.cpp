@@ -771,8 +771,10 @@ bool isDdpCollective(const CallExpr *Call) {
   if (!Callee)
     return false;
   std::string Name = Callee->getQualifiedNameAsString();
+  // RowShard's global figures all-reduce their argument (R15).
   return Name == "ddp::all_reduce" || Name == "ddp::all_gather" ||
-         Name == "ddp::broadcast";
+         Name == "ddp::broadcast" || Name == "ddp::RowShard::global_mean" ||
+         Name == "ddp::RowShard::global_sum";
 }
 
 bool TrainingOracle::reaches(const Stmt *S, Goal Sought) {

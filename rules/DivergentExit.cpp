@@ -7,8 +7,10 @@
 // the loop's condition decided by a value only this rank computed: the
 // `.item()` of a tensor, or a local assigned from one (also through `if`s
 // that set a flag, and through the user's functions that return one), unless
-// it went through ddp::all_reduce / ddp::broadcast. The ranks would leave
-// the loop at different steps and the others hang in the next collective.
+// it went through ddp::all_reduce / ddp::broadcast / a RowShard's global
+// figures, or is a loss R15 made global (its `global-value:` fact). The
+// ranks would leave the loop at different steps and the others hang in the
+// next collective.
 // A loop that cannot take part in a collective itself (no backward pass, no
 // ddp:: call, no forward pass where the program has BatchNorm layers, none
 // through the program's functions: an RL rollout that stops when its episode
@@ -574,6 +576,17 @@ private:
     return Target;
   }
 
+  /// The local tensor whose value Target reads (`loss.item<double>()`,
+  /// `loss.item().toDouble()`), or null.
+  static const VarDecl *tensorRead(const Expr *Target) {
+    const Expr *E = Target->IgnoreParenImpCasts();
+    while (const auto *Call = dyn_cast<CXXMemberCallExpr>(E))
+      E = Call->getImplicitObjectArgument()->IgnoreParenImpCasts();
+    const auto *Ref = dyn_cast<DeclRefExpr>(E);
+    const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+    return Var && Var->isLocalVarDecl() ? Var : nullptr;
+  }
+
   void decideOnMeans(const Stmt *At, llvm::ArrayRef<const Expr *> Targets,
                      llvm::StringRef What) {
     Finding F = Locator.make(*Context, SourceRange(At->getBeginLoc()), "R12",
@@ -600,6 +613,17 @@ private:
                     .str();
     // The report says the decision changed: on N ranks it is taken on the
     // mean of the N values (for a mean loss, the whole batch's loss).
+    // A decision on a tensor another rule made the same on every rank (R15's
+    // global loss, key `global-value:FILE:OFFSET` of its declaration) needs
+    // no mean.
+    if (Targets.size() == 1)
+      if (const VarDecl *Var = tensorRead(Targets.front())) {
+        Finding Decl =
+            Locator.make(*Context, SourceRange(Var->getLocation()), "", "");
+        if (!Decl.FilePath.empty())
+          F.Excludes.push_back("global-value:" + Decl.FilePath + ":" +
+                               std::to_string(Decl.Offset));
+      }
     Finding Note = reportNoteFor(
         F, "divergent-exit-averaged",
         (What + " was decided by " + Names +

@@ -98,6 +98,19 @@ public:
     Finding Note = reportNoteFor(F, "full-batch-sharded", F.Message);
     Findings.push_back(std::move(F));
     Findings.push_back(std::move(Note));
+    if (Batch.LossVar && !Batch.LossReadWhen) {
+      // A fact for the other rules: after backward() the loss holds the
+      // same value on every rank (R12 need not average a decision on it).
+      Finding Loss = Locator.make(
+          Context, SourceRange(Batch.LossVar->getLocation()), "", "");
+      if (!Loss.FilePath.empty() && !Loss.InMacro) {
+        Finding Fact;
+        Fact.RuleId = "R15";
+        Fact.Provides =
+            "global-value:" + Loss.FilePath + ":" + std::to_string(Loss.Offset);
+        Findings.push_back(std::move(Fact));
+      }
+    }
   }
 
 private:
