@@ -77,6 +77,17 @@ bool declaresAtTopLevel(const CompoundStmt *Body, llvm::StringRef Name) {
   return false;
 }
 
+/// `(void)argc;`, `static_cast<void>(argv);`: a statement that only marks
+/// Param used.
+bool discardsParameter(const Stmt *S, const ParmVarDecl *Param) {
+  const auto *Cast = dyn_cast<ExplicitCastExpr>(S);
+  if (!Cast || !Cast->getType()->isVoidType())
+    return false;
+  const auto *Ref =
+      dyn_cast<DeclRefExpr>(Cast->getSubExpr()->IgnoreParenImpCasts());
+  return Ref && Ref->getDecl() == Param;
+}
+
 class EntryMatchers : public MatcherModule, public MatchFinder::MatchCallback {
 public:
   EntryMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
@@ -129,8 +140,16 @@ public:
       const ParmVarDecl *Argv = Main->getParamDecl(1);
       if (!Argc->getName().empty() && !Argv->getName().empty() &&
           bindsToIntRef(Argc->getType()) &&
-          convertsToCharPtrPtr(Argv->getType()))
+          convertsToCharPtrPtr(Argv->getType())) {
         Arguments = Argc->getName().str() + ", " + Argv->getName().str();
+        // ddp::init uses both now: `(void)argc;` that said they were unused
+        // goes, with its line.
+        for (const Stmt *S : Body->body())
+          if (discardsParameter(S, Argc) || discardsParameter(S, Argv))
+            if (std::optional<FindingEdit> Removal =
+                    removalOfLine(Context, F, S))
+              F.Edits.push_back(std::move(*Removal));
+      }
     } else if (Params == 0 && !declaresAtTopLevel(Body, "argc") &&
                !declaresAtTopLevel(Body, "argv")) {
       FunctionTypeLoc Type = Main->getFunctionTypeLoc();
@@ -152,6 +171,33 @@ public:
   }
 
 private:
+  /// The edit that removes statement S and its line, when nothing else is
+  /// on that line.
+  std::optional<FindingEdit> removalOfLine(ASTContext &Context,
+                                           const Finding &F, const Stmt *S) {
+    const SourceManager &SM = Context.getSourceManager();
+    unsigned Begin = 0, End = 0;
+    if (!Locator.offsetIn(Context, F, S->getBeginLoc(), Begin) ||
+        !offsetAfterStatement(Context, S, End))
+      return std::nullopt;
+    bool Invalid = false;
+    llvm::StringRef Code = SM.getBufferData(
+        SM.getFileID(SM.getExpansionLoc(S->getBeginLoc())), &Invalid);
+    if (Invalid || End > Code.size() || Begin > End)
+      return std::nullopt;
+    size_t LineBegin = Code.rfind('\n', Begin);
+    LineBegin = LineBegin == llvm::StringRef::npos ? 0 : LineBegin + 1;
+    if (!Code.slice(LineBegin, Begin).trim().empty() ||
+        !Code.slice(Begin, End).rtrim().ends_with(";"))
+      return std::nullopt;
+    size_t LineEnd = Code.find('\n', End);
+    if (LineEnd == llvm::StringRef::npos ||
+        !Code.slice(End, LineEnd).trim().empty())
+      return std::nullopt;
+    return FindingEdit{static_cast<unsigned>(LineBegin),
+                       static_cast<unsigned>(LineEnd + 1 - LineBegin), ""};
+  }
+
   FindingList &Findings;
   FindingLocator Locator;
 };
