@@ -103,6 +103,7 @@ public:
                                argumentCountAtLeast(1))
                           .bind("deviceOption"),
                       this);
+    Finder.addMatcher(conditionalOperator().bind("ternary"), this);
     Finder.addMatcher(varDecl(hasInitializer(expr())).bind("var"), this);
     Finder.addMatcher(fieldDecl(hasInClassInitializer(expr())).bind("field"),
                       this);
@@ -127,6 +128,9 @@ public:
     else if (const auto *Call =
                  Result.Nodes.getNodeAs<CallExpr>("deviceOption"))
       handleDeviceOption(Call);
+    else if (const auto *Ternary =
+                 Result.Nodes.getNodeAs<ConditionalOperator>("ternary"))
+      handleDeviceTernary(Ternary);
     else if (const auto *Var = Result.Nodes.getNodeAs<VarDecl>("var"))
       noteDeviceTypeValue(Var, Var->getInit());
     else if (const auto *Field = Result.Nodes.getNodeAs<FieldDecl>("field"))
@@ -241,6 +245,36 @@ private:
     for (const Expr *Branch : {True, False})
       if (isCudaDevice(Branch) && !explicitDeviceConstruction(Branch))
         addFinding(hardcodedDevice(strip(Branch)->getSourceRange(), Branch));
+  }
+
+  /// `torch::cuda::is_available() ? torch::Device("cuda:0") :
+  /// torch::Device("cpu")` where no Device is constructed from it (`auto d
+  /// = ...;`, `return ...;`): "CUDA when available, else CPU" is exactly
+  /// what ddp::device() does, and the whole ternary becomes it. Only on a
+  /// direct call: a variable the condition reads would be left unread.
+  void handleDeviceTernary(const ConditionalOperator *Ternary) {
+    if (!isRecordNamed(Ternary->getType(), "c10::Device"))
+      return;
+    const Expr *Cond = Ternary->getCond()->IgnoreParenImpCasts();
+    bool Polarity = true;
+    if (!isPureCudaAvailability(Cond, Polarity) || readsVariable(Cond))
+      return;
+    const Expr *CudaBranch =
+        Polarity ? Ternary->getTrueExpr() : Ternary->getFalseExpr();
+    const Expr *CpuBranch =
+        Polarity ? Ternary->getFalseExpr() : Ternary->getTrueExpr();
+    if (isCudaDevice(CudaBranch) && isCpuDevice(CpuBranch))
+      addFinding(hardcodedDevice(Ternary->getSourceRange(), Ternary));
+  }
+
+  static bool readsVariable(const Stmt *S) {
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
+      if (isa<VarDecl>(Ref->getDecl()))
+        return true;
+    for (const Stmt *Child : S->children())
+      if (Child && readsVariable(Child))
+        return true;
+    return false;
   }
 
   std::string sourceText(SourceRange Range) {

@@ -109,3 +109,19 @@ int main(int argc, char **argv) {
 void build_optimizer() {
   torch::optim::SGD optimizer(std::vector<torch::Tensor>{}, 0.1);
 }
+
+// Ternaries of Devices no Device is constructed from: on CUDA's
+// availability itself, exactly ddp::device(); on a variable, only the CUDA
+// branch changes (the variable stays read).
+torch::Device pick_device() {
+  return torch::cuda::is_available() ? torch::Device("cuda:0")
+                                     : torch::Device("cpu");
+}
+torch::Device pick_indexed() {
+  auto chosen = !torch::cuda::is_available() ? torch::Device(torch::kCPU)
+                                             : torch::Device(torch::kCUDA, 0);
+  return chosen;
+}
+torch::Device pick_by_flag(bool use_gpu) {
+  return use_gpu ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+}
