@@ -234,19 +234,8 @@ private:
     std::vector<const DeclRefExpr *> Refs;
     const auto *Function =
         dyn_cast_or_null<FunctionDecl>(Var->getParentFunctionOrMethod());
-    collect(Function ? Function->getBody() : nullptr, Var, Refs);
+    collectReferences(Function ? Function->getBody() : nullptr, Var, Refs);
     return Refs;
-  }
-
-  static void collect(const Stmt *S, const VarDecl *Var,
-                      std::vector<const DeclRefExpr *> &Refs) {
-    if (!S)
-      return;
-    if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
-      if (Ref->getDecl() == Var)
-        Refs.push_back(Ref);
-    for (const Stmt *Child : S->children())
-      collect(Child, Var, Refs);
   }
 
   /// For a draw at Node: the rest of its block, or of the block declaring

@@ -143,6 +143,10 @@ Finding reportNoteFor(const Finding &F, llvm::StringRef ReportId,
   return Note;
 }
 
+std::string locationKey(const Finding &F) {
+  return F.FilePath + ":" + std::to_string(F.Offset);
+}
+
 void collectReferences(const Stmt *S, const VarDecl *Var,
                        std::vector<const DeclRefExpr *> &Out) {
   if (!S)

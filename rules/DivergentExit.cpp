@@ -621,8 +621,7 @@ private:
         Finding Decl =
             Locator.make(*Context, SourceRange(Var->getLocation()), "", "");
         if (!Decl.FilePath.empty())
-          F.Excludes.push_back("global-value:" + Decl.FilePath + ":" +
-                               std::to_string(Decl.Offset));
+          F.Excludes.push_back("global-value:" + locationKey(Decl));
       }
     Finding Note = reportNoteFor(
         F, "divergent-exit-averaged",
@@ -837,7 +836,7 @@ private:
       F.ReportId = "non-torch-loader";
       // A rule that shares this loop's data out by other means (an opt-in
       // one: per-rank rollouts) requires this key and provides the other.
-      std::string Where = F.FilePath + ":" + std::to_string(F.Offset);
+      std::string Where = locationKey(F);
       F.Provides = "unsharded-loop:" + Where;
       F.Excludes = {"sharded-loop:" + Where};
       F.NotRewrittenReason =

@@ -271,7 +271,7 @@ private:
     DrawFinder(SM, Found).visit(Loop);
     if (!Found.Random)
       return;
-    std::string Where = F.FilePath + ":" + std::to_string(F.Offset);
+    std::string Where = locationKey(F);
     F.Requires = {"unsharded-loop:" + Where};
 
     // Already migrated: the reseeding statements stand right before it, and

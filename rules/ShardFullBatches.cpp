@@ -106,8 +106,7 @@ public:
       if (!Loss.FilePath.empty() && !Loss.InMacro) {
         Finding Fact;
         Fact.RuleId = "R15";
-        Fact.Provides =
-            "global-value:" + Loss.FilePath + ":" + std::to_string(Loss.Offset);
+        Fact.Provides = "global-value:" + locationKey(Loss);
         Findings.push_back(std::move(Fact));
       }
     }

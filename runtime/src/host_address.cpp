@@ -88,8 +88,8 @@ void wait_until_listening(const std::string& host, int port, long timeout_ms) {
       found == nullptr) {
     return; // TCPStore names the problem
   }
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(timeout_ms);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   auto pause = std::chrono::milliseconds(2);
   for (;;) {
     bool refused = false;

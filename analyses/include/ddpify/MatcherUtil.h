@@ -69,6 +69,10 @@ Finding reportNoteFor(const Finding &F, llvm::StringRef ReportId,
                       std::string Reason);
 
 /// Every reference to Var in S.
+/// "FILE:OFFSET" of a finding's location: the part of a whole-program fact's
+/// key (`unsharded-loop:`, `global-value:`) that names where it holds.
+std::string locationKey(const Finding &F);
+
 void collectReferences(const clang::Stmt *S, const clang::VarDecl *Var,
                        std::vector<const clang::DeclRefExpr *> &Out);
 
