@@ -16,6 +16,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "ddpify/MainProcessWrites.h"
+#include "ddpify/DeviceExpressions.h"
+#include "ddpify/EditSet.h"
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/Work.h"
 #include "clang/AST/ASTContext.h"
@@ -278,6 +280,54 @@ bool writesToStdout(const Expr *E) {
   return false;
 }
 
+/// A stream manipulator that writes nothing: `std::fixed`, `std::hex` (a
+/// function of an std::ios_base&; not std::endl or std::flush),
+/// `std::setprecision(6)`, `std::setw(8)`.
+bool isFormatManipulator(const Expr *E) {
+  E = strip(E);
+  if (!E)
+    return false;
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+    if (const auto *Function = dyn_cast<FunctionDecl>(Ref->getDecl()))
+      return Function->isInStdNamespace() && Function->getNumParams() == 1 &&
+             devices::isRecordNamed(Function->getParamDecl(0)->getType(),
+                                    "std::ios_base");
+  if (const auto *Call = dyn_cast<CallExpr>(E))
+    return llvm::StringSwitch<bool>(qualifiedCalleeName(Call))
+        .Cases("std::setprecision", "std::setw", "std::setfill", "std::setbase",
+               "std::setiosflags", "std::resetiosflags", true)
+        .Default(false);
+  return false;
+}
+
+/// A statement that only sets how a stdout stream formats what it prints
+/// (`std::cout << std::fixed << std::setprecision(6);`,
+/// `std::cout.precision(3);`): it prints nothing, so it needs no guard.
+bool onlySetsFormat(const Expr *E) {
+  E = strip(E);
+  if (!E)
+    return false;
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
+    if (Op->getOperator() != OO_LessLess || Op->getNumArgs() != 2 ||
+        !isFormatManipulator(Op->getArg(1)))
+      return false;
+    const Expr *Stream = strip(Op->getArg(0));
+    return isStdoutRoot(Stream) || onlySetsFormat(Stream);
+  }
+  if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E)) {
+    const CXXMethodDecl *Method = Member->getMethodDecl();
+    if (!Method || !Method->getIdentifier() ||
+        !llvm::StringSwitch<bool>(Method->getName())
+             .Cases("precision", "setf", "unsetf", "width", "fill", "flags",
+                    true)
+             .Default(false))
+      return false;
+    const Expr *Stream = strip(Member->getImplicitObjectArgument());
+    return isStdoutRoot(Stream) || onlySetsFormat(Stream);
+  }
+  return false;
+}
+
 /// A checkpoint: `torch::save(...)`, `archive.save_to(...)`, a TorchScript
 /// module's `save(path)`.
 bool writesCheckpoint(const Expr *E) {
@@ -367,6 +417,7 @@ public:
     Seen.clear();
     Candidates.clear();
     HoistNames.clear();
+    LineLimits.clear();
   }
 
   void finishTranslationUnit(FindingList &Findings, llvm::StringRef Rule) {
@@ -401,7 +452,7 @@ public:
   }
 
   void noteStatement(const Expr *E) {
-    bool Output = writesToStdout(E);
+    bool Output = writesToStdout(E) && !onlySetsFormat(E);
     bool Checkpoint = !Output && writesCheckpoint(E);
     if (Checkpoint)
       SavedPaths.push_back(pathKey(checkpointPath(E)));
@@ -768,6 +819,30 @@ public:
     return At > Offset && Code[At - 1] == '\r' ? At - 1 : At;
   }
 
+  /// `if (ddp::is_main_process()) ` in front of the statement's line makes
+  /// it longer than the file's lines may be (columnLimitOf: the limit the
+  /// formatting of the edits keeps).
+  bool inlineOverflows(const GuardCandidate &C, const Lines &L,
+                       llvm::StringRef File) {
+    if (L.End > L.Code.size())
+      return false;
+    auto Known = LineLimits.find(L.Code.data());
+    if (Known == LineLimits.end())
+      Known =
+          LineLimits.emplace(L.Code.data(), columnLimitOf(File, L.Code)).first;
+    unsigned Limit = Known->second;
+    if (!Limit)
+      return false;
+    size_t Newline = L.Code.rfind('\n', L.Begin);
+    unsigned Begin = Newline == llvm::StringRef::npos ? 0 : Newline + 1;
+    unsigned Width = lineEnd(L.Code, L.End) - Begin;
+    // Values computed before the guard leave their names in the line.
+    for (const Hoist &H : C.Hoists)
+      Width -= std::min<unsigned>(Width, H.Length) -
+               std::min<unsigned>(H.Length, H.Replacement.size());
+    return Width + MainProcessGuard.size() + 1 > Limit;
+  }
+
   /// Re-indenting these lines would change a string literal.
   static bool splicesLines(llvm::StringRef Text) {
     return Text.contains("R\"") || Text.contains("\\\n") ||
@@ -815,7 +890,12 @@ public:
       llvm::StringRef GroupText =
           FirstLines.Code.slice(FirstLines.Begin, GroupEnd);
       bool MultiLine = GroupText.contains('\n');
-      if (Blockable && MultiLine && !splicesLines(GroupText))
+      // One statement whose line the guard in front would push past the
+      // file's width is guarded as a block too, as the program's own long
+      // lines are broken.
+      if (Blockable &&
+          (MultiLine || inlineOverflows(First, FirstLines, First.F.FilePath)) &&
+          !splicesLines(GroupText))
         guardAsBlock(First, FirstLines, GroupEnd);
       else {
         Next = I + 1;
@@ -846,11 +926,34 @@ public:
       C.F.Edits.push_back({H.Offset, H.Length, H.Replacement});
   }
 
+  /// One step of the file's indentation: a tab in a file indented with
+  /// tabs, else how much deeper the statement is than the line that opens
+  /// its block (`for (...) {` at 4 and the statement at 8: four spaces),
+  /// else two spaces.
+  std::string indentStep(const GuardCandidate &C, const Lines &L) {
+    if (llvm::StringRef(L.Indent).contains('\t'))
+      return "\t";
+    const SourceManager &SM = Context->getSourceManager();
+    if (C.Block.isValid()) {
+      SourceLocation Open = SM.getExpansionLoc(C.Block);
+      if (SM.getFileID(Open) == SM.getFileID(SM.getExpansionLoc(C.Begin))) {
+        unsigned Offset = SM.getFileOffset(Open);
+        size_t Newline = L.Code.rfind('\n', Offset);
+        unsigned LineStart = Newline == llvm::StringRef::npos ? 0 : Newline + 1;
+        llvm::StringRef Line = L.Code.substr(LineStart);
+        unsigned Outer = Line.size() - Line.ltrim(" ").size();
+        if (Outer < L.Indent.size() && L.Indent.size() - Outer <= 8)
+          return std::string(L.Indent.size() - Outer, ' ');
+      }
+    }
+    return "  ";
+  }
+
   /// `if (ddp::is_main_process()) {`, the statements indented one step
   /// more, `}`. The first statement's finding carries the edits of the
   /// whole block, so that they are applied (or left) together.
   void guardAsBlock(GuardCandidate &First, const Lines &L, unsigned GroupEnd) {
-    std::string Step = llvm::StringRef(L.Indent).contains('\t') ? "\t" : "  ";
+    std::string Step = indentStep(First, L);
     std::string Open;
     for (const Hoist &H : First.Hoists)
       Open += H.Statement + "\n" + L.Indent;
@@ -988,6 +1091,8 @@ public:
     std::set<std::string> Taken;
   };
   std::map<const Decl *, FunctionNames> HoistNames;
+  /// Per file text of the unit: columnLimitOf().
+  std::map<const char *, unsigned> LineLimits;
 };
 
 MainProcessWrites::MainProcessWrites(llvm::StringRef ProjectRoot)

@@ -35,7 +35,7 @@ formatStyleFor(llvm::StringRef Style, llvm::StringRef File,
 } // namespace
 
 llvm::Error checkFormatStyle(llvm::StringRef Style, llvm::StringRef File) {
-  if (Style == "none")
+  if (Style == "none" || Style == OverflowFormatStyle)
     return llvm::Error::success();
   llvm::Expected<clang::format::FormatStyle> Format =
       formatStyleFor(Style, File, "");
@@ -228,7 +228,12 @@ withLineEndingsOf(llvm::StringRef Code,
     std::string Text;
     llvm::StringRef Old = Edit.getReplacementText();
     for (size_t I = 0; I < Old.size(); ++I) {
-      if (Old[I] == '\n' && (I == 0 || Old[I - 1] != '\r'))
+      // A `\n` right after the file's `\r` (an edit that replaces a line's
+      // `\n`) already ends with CRLF.
+      char Before = I > 0                  ? Old[I - 1]
+                    : Edit.getOffset() > 0 ? Code[Edit.getOffset() - 1]
+                                           : '\0';
+      if (Old[I] == '\n' && Before != '\r')
         Text += '\r';
       Text += Old[I];
     }
@@ -248,6 +253,8 @@ llvm::Expected<std::string> EditSet::apply(llvm::StringRef File) const {
   clang::tooling::Replacements Edits = withLineEndingsOf(*Code, Found->second);
   if (FormatStyle == "none" || !isCOrCxxFile(File))
     return clang::tooling::applyAllReplacements(*Code, Edits);
+  if (FormatStyle == OverflowFormatStyle)
+    return applyFormattingOverflow(File, *Code, Edits);
   llvm::Expected<clang::format::FormatStyle> Style =
       formatStyleFor(FormatStyle, File, *Code);
   if (!Style)

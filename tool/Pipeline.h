@@ -53,7 +53,7 @@ struct ToolOptions {
   std::string ReportPath;
   /// --format-style: how the lines that edits touch are formatted
   /// (EditSet::setFormatStyle).
-  std::string FormatStyle = "none";
+  std::string FormatStyle = OverflowFormatStyle;
   /// The opt-in rules the run applies (e.g. "R14" for --shard-optimizer).
   std::vector<std::string> OptInRules;
   /// diff: --format=rdjson, reviewdog's format (Rdjson.h), instead of a

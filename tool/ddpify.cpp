@@ -135,10 +135,12 @@ cl::opt<bool> CacheTrace("cache-trace",
 cl::opt<std::string> FormatStyle(
     "format-style",
     cl::desc("Format the lines ddpify changes (migrate, diff, lint --fix) "
-             "with clang-format: none (default), file (the nearest "
-             ".clang-format; none without one), llvm, google, ... or "
-             "\"{key: value, ...}\""),
-    cl::init("none"), cl::value_desc("style"), cl::cat(DdpifyCategory));
+             "with clang-format: overflow (default: only the statements an "
+             "edit pushes past the column limit or out of alignment), none, "
+             "file (the nearest .clang-format; none without one), llvm, "
+             "google, ... or \"{key: value, ...}\""),
+    cl::init(OverflowFormatStyle), cl::value_desc("style"),
+    cl::cat(DdpifyCategory));
 
 cl::opt<bool> ShardOptimizer(
     "shard-optimizer",

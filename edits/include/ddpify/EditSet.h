@@ -12,6 +12,25 @@
 
 namespace ddpify {
 
+/// The default format style: see applyFormattingOverflow.
+inline constexpr const char *OverflowFormatStyle = "overflow";
+
+/// Code with Edits applied, and the statements an edit pushed past the
+/// column limit (a line that was within it and now is not) or out of
+/// alignment (text the next lines may be aligned to, moved sideways)
+/// formatted with clang-format: in the nearest .clang-format's style, else
+/// in LLVM's at the file's own width (80 columns, or its longest line) and
+/// indentation step. Other lines, and report comments, stay as the edits
+/// write them.
+llvm::Expected<std::string>
+applyFormattingOverflow(llvm::StringRef File, llvm::StringRef Code,
+                        const clang::tooling::Replacements &Edits);
+
+/// The width File's lines may have, as applyFormattingOverflow sees it:
+/// its .clang-format's column limit, else 80 or its longest line of code;
+/// 0 when there is none (a file indented with tabs, formatting disabled).
+unsigned columnLimitOf(llvm::StringRef File, llvm::StringRef Code);
+
 /// All edits of a run, per file. A header included by several translation
 /// units yields the same edit several times: it is kept once. Two different
 /// edits of the same bytes are an error, except insertions at one offset by
@@ -46,8 +65,10 @@ public:
   /// clang-format style set by setFormatStyle().
   llvm::Expected<std::string> apply(llvm::StringRef File) const;
 
-  /// A clang-format style ("none", the default: no formatting; "file": the
-  /// nearest .clang-format above each file, none when there is none; "llvm",
+  /// A clang-format style ("overflow", the default: only the statements an
+  /// edit pushes past the column limit or out of alignment, see
+  /// applyFormattingOverflow; "none": no formatting; "file": the nearest
+  /// .clang-format above each file, none when there is none; "llvm",
   /// "google", ...; or "{key: value, ...}"), as clang-tidy's --format-style.
   void setFormatStyle(std::string Style) { FormatStyle = std::move(Style); }
 
@@ -76,7 +97,7 @@ private:
   };
   std::vector<Move> Moves;
   unsigned IncludesAdded = 0;
-  std::string FormatStyle = "none";
+  std::string FormatStyle = OverflowFormatStyle;
 };
 
 /// The clang-format style Style means for File (see setFormatStyle), or why

@@ -49,6 +49,10 @@ int main(int argc, char **argv) {
   int written = std::printf("counted\n");
   LOG("in a macro");
   std::cout.flush();
+  // Only the stream's format: nothing printed, no guard; with a value: output.
+  std::cout << std::fixed << std::hex;
+  std::cout.precision(4);
+  std::cout << std::scientific << written << std::endl;
   return written > 0 ? 0 : 1;
 }
 
