@@ -627,7 +627,8 @@ public:
 
   /// What a hoisted value is called: after the function that computes it
   /// (`probe_loss(...)` -> `probe_loss_value`, `model->forward(x)` ->
-  /// `model_output`), or the variable it changes.
+  /// `model_output`, `mean_value()` -> `mean_value_result`), or the
+  /// variable it changes.
   std::string valueName(const Expr *E) {
     E = strip(E);
     std::string Base;
@@ -698,7 +699,11 @@ public:
       Identifier = Identifier && (isalnum(C) || C == '_');
     if (!Identifier)
       return Forward ? "output" : "value";
-    return Base + (Forward ? "_output" : "_value");
+    llvm::StringRef Suffix = Forward ? "output" : "value";
+    // `mean_value()` -> `mean_value_result`, not `mean_value_value`.
+    if (llvm::StringRef(Base).ends_with_insensitive(Suffix))
+      return Base + "_result";
+    return Base + "_" + Suffix.str();
   }
 
   /// A name no declaration or use in the enclosing function has yet.

@@ -40,25 +40,18 @@ namespace ddpify {
 namespace {
 
 /// The statement that all-reduces the accumulator Var of kind Kind
-/// (MetricLoops.cpp: kindOf): double and int64 go straight through
-/// ddp::all_reduce's overloads, other integers through int64_t, other floating
-/// types through double, a tensor and a container of numbers (per-class counts)
-/// in place; empty for a kind it does not know.
+/// (MetricLoops.cpp: kindOf): a number through ddp::all_reduce's overloads
+/// (which carry an `int` through int64_t, a `float` through double, and give
+/// back the same type), a tensor and a container of numbers (per-class
+/// counts) in place; empty for a kind it does not know.
 std::string reduceStatement(const std::string &Var, llvm::StringRef Kind) {
   if (Kind == "tensor" || Kind == "elements")
     return "ddp::all_reduce(" + Var + ");";
-  if (Kind == "double" || Kind == "int64")
+  llvm::StringRef Family = Kind.split(':').first;
+  if (Kind == "double" || Kind == "int64" || Family == "int" ||
+      Family == "float")
     return Var + " = ddp::all_reduce(" + Var + ");";
-  auto [Family, Type] = Kind.split(':');
-  if (Type.empty())
-    return "";
-  llvm::StringRef Wide = Family == "int"     ? "int64_t"
-                         : Family == "float" ? "double"
-                                             : "";
-  if (Wide.empty())
-    return "";
-  return Var + " = static_cast<" + Type.str() +
-         ">(ddp::all_reduce(static_cast<" + Wide.str() + ">(" + Var + ")));";
+  return "";
 }
 
 class MetricsMatchers : public MatcherModule,

@@ -486,7 +486,7 @@ IDIOMS = {
             r"\s+loss = rows\.global_mean\(loss\);",
             r"ddp::RowShard eval_rows\(test_inputs\.size\(0\)\);",
             r"eval_rows\.global_mean\(torch::mse_loss\(test_prediction, "
-            r"test_targets\)\)\.item<double>\(\)",
+            r"test_targets\)\)\s*\.item<double>\(\)",
             r"eval_rows\.global_mean\(torch::l1_loss\("]}),
     # A BatchNorm1d classifier trained on a whole split of 2001 rows (odd):
     # R5's SyncBatchNorm normalises each rank's block with the statistics of

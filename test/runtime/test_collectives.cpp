@@ -109,6 +109,21 @@ TEST_P(Collectives, AllReduceScalars) {
     // Beyond double's exact range: the int64 path does not go through double.
     const int64_t big = (int64_t(1) << 60) + 1;
     EXPECT_EQ(ddp::all_reduce(r == 0 ? big : int64_t(0)), big);
+    // Other numbers (R11's int and size_t counts, float sums) travel as
+    // int64_t or double and come back in their own type.
+    static_assert(std::is_same<decltype(ddp::all_reduce(int(1))), int>::value,
+                  "an int comes back as an int");
+    static_assert(
+        std::is_same<decltype(ddp::all_reduce(size_t(1))), size_t>::value,
+        "a size_t comes back as a size_t");
+    static_assert(
+        std::is_same<decltype(ddp::all_reduce(1.0f)), float>::value,
+        "a float comes back as a float");
+    EXPECT_EQ(ddp::all_reduce(r + 1), world * (world + 1) / 2);
+    EXPECT_EQ(ddp::all_reduce(r, ddp::ReduceOp::kMax), world - 1);
+    EXPECT_EQ(ddp::all_reduce(size_t(r + 1)), size_t(world * (world + 1) / 2));
+    EXPECT_FLOAT_EQ(ddp::all_reduce(0.5f * (r + 1)),
+                    0.5f * world * (world + 1) / 2);
   });
 }
 

@@ -58,7 +58,8 @@ class Predictor {
 public:
   explicit Predictor(MLP model)
       : model_(std::move(model)),
-        device_(ddp::device(torch::cuda::is_available() ? torch::kCUDA : torch::kCPU)) {
+        device_(ddp::device(torch::cuda::is_available() ? torch::kCUDA
+                                                        : torch::kCPU)) {
     model_->to(device_);
     model_->eval();
   }
@@ -84,7 +85,9 @@ int main(int argc, char **argv) {
   bool use_cuda = !options.no_cuda && torch::cuda::is_available();
   torch::DeviceType device_type;
   if (use_cuda) {
-    if (ddp::is_main_process()) std::cout << "CUDA available! Training on GPU." << std::endl;
+    if (ddp::is_main_process()) {
+      std::cout << "CUDA available! Training on GPU." << std::endl;
+    }
     device_type = torch::kCUDA;
   } else {
     if (ddp::is_main_process()) std::cout << "Training on CPU." << std::endl;
@@ -110,7 +113,8 @@ int main(int argc, char **argv) {
         torch::TensorOptions().device(device).dtype(torch::kLong));
     double epoch_loss = 0;
     int64_t batches = 0;
-    for (int64_t start : ddp::batch_starts(0, options.train_samples, options.batch_size)) {
+    for (int64_t start :
+         ddp::batch_starts(0, options.train_samples, options.batch_size)) {
       auto index = order.slice(0, start, start + options.batch_size);
       auto x = inputs.index_select(0, index);
       auto y = targets.index_select(0, index);
@@ -135,6 +139,8 @@ int main(int argc, char **argv) {
   Predictor predictor(model);
   auto sample = torch::randn({4, 16});
   auto predict_value = predictor.predict(sample);
-  if (ddp::is_main_process()) std::cout << "predictions " << predict_value.flatten() << '\n';
+  if (ddp::is_main_process()) {
+    std::cout << "predictions " << predict_value.flatten() << '\n';
+  }
   return 0;
 }

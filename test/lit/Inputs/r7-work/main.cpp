@@ -16,6 +16,7 @@ struct Meter {
   double total = 0;
   int64_t count = 0;
   double average() const { return count ? total / count : 0; }
+  double mean_value() const { return average(); }
 };
 std::ostream &operator<<(std::ostream &out, const Meter &meter) {
   return out << meter.total << '/' << meter.count;
@@ -48,6 +49,7 @@ int main() {
     std::cout << "output " << net->forward(x).sum().item<float>() << " call "
               << net(x).sum().item<float>() << '\n';
     std::cout << "meter " << meter << " average " << meter.average() << '\n';
+    std::cout << "mean " << meter.mean_value() << '\n';
     std::printf("%s %.3f\n", describe(net).c_str(), evaluate(net,
                                                              x));
     std::cout << "maybe " << (verbose ? evaluate(net, x) : 0.0) << '\n';
