@@ -116,9 +116,8 @@ TEST_P(Collectives, AllReduceScalars) {
     static_assert(
         std::is_same<decltype(ddp::all_reduce(size_t(1))), size_t>::value,
         "a size_t comes back as a size_t");
-    static_assert(
-        std::is_same<decltype(ddp::all_reduce(1.0f)), float>::value,
-        "a float comes back as a float");
+    static_assert(std::is_same<decltype(ddp::all_reduce(1.0f)), float>::value,
+                  "a float comes back as a float");
     EXPECT_EQ(ddp::all_reduce(r + 1), world * (world + 1) / 2);
     EXPECT_EQ(ddp::all_reduce(r, ddp::ReduceOp::kMax), world - 1);
     EXPECT_EQ(ddp::all_reduce(size_t(r + 1)), size_t(world * (world + 1) / 2));

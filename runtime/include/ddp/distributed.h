@@ -125,12 +125,12 @@ int64_t all_reduce(int64_t value, ReduceOp op = ReduceOp::kSum);
 /// Any other number: an `int` or `size_t` count through int64_t, a `float`
 /// sum through double, back in its own type (`batches =
 /// ddp::all_reduce(batches);`).
-template <typename T,
-          typename std::enable_if<std::is_arithmetic<T>::value &&
-                                      !std::is_same<T, bool>::value &&
-                                      !std::is_same<T, double>::value &&
-                                      !std::is_same<T, int64_t>::value,
-                                  int>::type = 0>
+template <
+    typename T,
+    typename std::enable_if<
+        std::is_arithmetic<T>::value && !std::is_same<T, bool>::value &&
+            !std::is_same<T, double>::value && !std::is_same<T, int64_t>::value,
+        int>::type = 0>
 T all_reduce(T value, ReduceOp op = ReduceOp::kSum) {
   using Wide = typename std::conditional<std::is_floating_point<T>::value,
                                          double, int64_t>::type;
