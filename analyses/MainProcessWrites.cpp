@@ -19,6 +19,7 @@
 #include "ddpify/DeviceExpressions.h"
 #include "ddpify/EditSet.h"
 #include "ddpify/MatcherUtil.h"
+#include "ddpify/SourceLines.h"
 #include "ddpify/Work.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ExprCXX.h"
@@ -816,14 +817,6 @@ public:
     return L;
   }
 
-  /// Where the line holding Offset ends: its `\n`, or the `\r` of `\r\n`.
-  static unsigned lineEnd(llvm::StringRef Code, unsigned Offset) {
-    size_t At = Code.find('\n', Offset);
-    if (At == llvm::StringRef::npos)
-      return Code.size();
-    return At > Offset && Code[At - 1] == '\r' ? At - 1 : At;
-  }
-
   /// `if (ddp::is_main_process()) ` in front of the statement's line makes
   /// it longer than the file's lines may be (columnLimitOf: the limit the
   /// formatting of the edits keeps).
@@ -838,9 +831,7 @@ public:
     unsigned Limit = Known->second;
     if (!Limit)
       return false;
-    size_t Newline = L.Code.rfind('\n', L.Begin);
-    unsigned Begin = Newline == llvm::StringRef::npos ? 0 : Newline + 1;
-    unsigned Width = lineEnd(L.Code, L.End) - Begin;
+    unsigned Width = lineEnd(L.Code, L.End) - lineStart(L.Code, L.Begin);
     // Values computed before the guard leave their names in the line.
     for (const Hoist &H : C.Hoists)
       Width -= std::min<unsigned>(Width, H.Length) -
@@ -943,9 +934,7 @@ public:
       SourceLocation Open = SM.getExpansionLoc(C.Block);
       if (SM.getFileID(Open) == SM.getFileID(SM.getExpansionLoc(C.Begin))) {
         unsigned Offset = SM.getFileOffset(Open);
-        size_t Newline = L.Code.rfind('\n', Offset);
-        unsigned LineStart = Newline == llvm::StringRef::npos ? 0 : Newline + 1;
-        llvm::StringRef Line = L.Code.substr(LineStart);
+        llvm::StringRef Line = L.Code.substr(lineStart(L.Code, Offset));
         unsigned Outer = Line.size() - Line.ltrim(" ").size();
         if (Outer < L.Indent.size() && L.Indent.size() - Outer <= 8)
           return std::string(L.Indent.size() - Outer, ' ');
@@ -971,8 +960,7 @@ public:
          Newline != llvm::StringRef::npos && Newline < Last;
          Newline = L.Code.find('\n', Newline + 1)) {
       unsigned LineStart = Newline + 1;
-      llvm::StringRef Line =
-          L.Code.slice(LineStart, lineEnd(L.Code, LineStart));
+      llvm::StringRef Line = lineAt(L.Code, LineStart);
       if (Line.trim().empty())
         continue;
       bool InHoist = false;

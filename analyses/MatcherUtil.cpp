@@ -1,6 +1,7 @@
 //===- MatcherUtil.cpp - Locating Findings in the user's files ------------===//
 
 #include "ddpify/MatcherUtil.h"
+#include "ddpify/SourceLines.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/Expr.h"
 #include "clang/AST/ExprCXX.h"
@@ -196,10 +197,7 @@ std::string indentationOf(const SourceManager &SM, SourceLocation Loc,
   if (Invalid)
     return "";
   unsigned Offset = SM.getFileOffset(Loc);
-  size_t LineStart = Buffer.rfind('\n', Offset == 0 ? 0 : Offset - 1);
-  LineStart =
-      (LineStart == llvm::StringRef::npos || Offset == 0) ? 0 : LineStart + 1;
-  llvm::StringRef Before = Buffer.slice(LineStart, Offset);
+  llvm::StringRef Before = Buffer.slice(lineStart(Buffer, Offset), Offset);
   StartsLine = Before.find_first_not_of(" \t") == llvm::StringRef::npos;
   return StartsLine ? Before.str() : "";
 }

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ddpify/EditSet.h"
+#include "ddpify/SourceLines.h"
 #include "clang/Format/Format.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -22,31 +23,6 @@
 
 namespace ddpify {
 namespace {
-
-unsigned lineStart(llvm::StringRef Code, unsigned Offset) {
-  size_t At = Code.rfind('\n', std::min<size_t>(Offset, Code.size()));
-  return At == llvm::StringRef::npos ? 0 : At + 1;
-}
-
-/// The end of the line holding Offset: its `\n` (or `\r\n`), or the end.
-unsigned lineEnd(llvm::StringRef Code, unsigned Offset) {
-  size_t At = Code.find('\n', Offset);
-  if (At == llvm::StringRef::npos)
-    return Code.size();
-  return At > Offset && Code[At - 1] == '\r' ? At - 1 : At;
-}
-
-/// The start of the line after the one holding Offset (past its `\n`), or
-/// past the end.
-unsigned nextLineStart(llvm::StringRef Code, unsigned Offset) {
-  size_t At = Code.find('\n', Offset);
-  return At == llvm::StringRef::npos ? Code.size() + 1 : At + 1;
-}
-
-llvm::StringRef lineAt(llvm::StringRef Code, unsigned Offset) {
-  unsigned Begin = lineStart(Code, Offset);
-  return Code.slice(Begin, lineEnd(Code, Begin));
-}
 
 unsigned indentOf(llvm::StringRef Line) {
   return Line.size() - Line.ltrim(" \t").size();

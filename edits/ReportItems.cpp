@@ -2,6 +2,7 @@
 
 #include "ddpify/ReportItems.h"
 #include "ddpify/EditSet.h"
+#include "ddpify/SourceLines.h"
 #include "llvm/Support/Path.h"
 #include <map>
 #include <set>
@@ -22,26 +23,12 @@ std::string oneLine(llvm::StringRef Text) {
   return Line;
 }
 
-size_t lineStartOf(llvm::StringRef Text, size_t Offset) {
-  if (Offset == 0)
-    return 0;
-  size_t Newline = Text.rfind('\n', Offset - 1);
-  return Newline == llvm::StringRef::npos ? 0 : Newline + 1;
-}
-
-/// The line that starts at LineStart, without its line ending.
-llvm::StringRef lineAt(llvm::StringRef Text, size_t LineStart) {
-  llvm::StringRef Line = Text.substr(LineStart);
-  Line = Line.take_until([](char C) { return C == '\n'; });
-  return Line.rtrim('\r');
-}
-
 /// The ids of the `// ddpify: <id>:` comments right above the line at
 /// LineStart.
 std::set<std::string> idsAbove(llvm::StringRef Text, size_t LineStart) {
   std::set<std::string> Ids;
   while (LineStart > 0) {
-    size_t Above = lineStartOf(Text, LineStart - 1);
+    size_t Above = lineStart(Text, LineStart - 1);
     llvm::StringRef Line = lineAt(Text, Above).ltrim(" \t");
     if (!Line.consume_front(CommentPrefix))
       break;
@@ -96,11 +83,11 @@ std::vector<clang::tooling::Replacement> reportCommentFor(const Finding &F) {
     return {};
   }
   llvm::StringRef Text = *Code;
-  size_t LineStart = lineStartOf(Text, std::min<size_t>(F.Offset, Text.size()));
+  size_t LineStart = lineStart(Text, std::min<size_t>(F.Offset, Text.size()));
   // A line continued from the one above (a backslash) belongs to it: the
   // comment goes above the first line of the whole.
   while (LineStart > 0) {
-    size_t Above = lineStartOf(Text, LineStart - 1);
+    size_t Above = lineStart(Text, LineStart - 1);
     if (!lineAt(Text, Above).ends_with("\\"))
       break;
     LineStart = Above;

@@ -9,6 +9,7 @@
 
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/Registry.h"
+#include "ddpify/SourceLines.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Decl.h"
 #include "clang/AST/Stmt.h"
@@ -185,8 +186,7 @@ private:
         SM.getFileID(SM.getExpansionLoc(S->getBeginLoc())), &Invalid);
     if (Invalid || End > Code.size() || Begin > End)
       return std::nullopt;
-    size_t LineBegin = Code.rfind('\n', Begin);
-    LineBegin = LineBegin == llvm::StringRef::npos ? 0 : LineBegin + 1;
+    size_t LineBegin = lineStart(Code, Begin);
     if (!Code.slice(LineBegin, Begin).trim().empty() ||
         !Code.slice(Begin, End).rtrim().ends_with(";"))
       return std::nullopt;

@@ -21,6 +21,7 @@
 #include "ddpify/LoaderIterators.h"
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/Registry.h"
+#include "ddpify/SourceLines.h"
 #include "ddpify/Work.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMap.h"
@@ -125,9 +126,7 @@ private:
     if (Invalid)
       return;
     unsigned Begin = SM.getFileOffset(Loop.Loop->getBeginLoc());
-    size_t LineStart = Buffer.rfind('\n', Begin == 0 ? 0 : Begin - 1);
-    LineStart =
-        LineStart == llvm::StringRef::npos || Begin == 0 ? 0 : LineStart + 1;
+    size_t LineStart = lineStart(Buffer, Begin);
     llvm::StringRef Line = Buffer.slice(LineStart, Begin);
     std::string Indent =
         Line.take_while([](char C) { return C == ' ' || C == '\t'; }).str();

@@ -18,6 +18,7 @@
 
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/Registry.h"
+#include "ddpify/SourceLines.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMapContext.h"
@@ -1147,8 +1148,7 @@ private:
       LineEnd = Buffer.size();
     llvm::StringRef Rest = Buffer.slice(Offset, LineEnd).ltrim(" \t");
     bool RestOfLineFree = Rest.empty() || Rest.starts_with("//");
-    size_t LineStart = Buffer.rfind('\n', Offset == 0 ? 0 : Offset - 1);
-    LineStart = LineStart == llvm::StringRef::npos ? 0 : LineStart + 1;
+    size_t LineStart = lineStart(Buffer, Offset);
     llvm::StringRef Line = Buffer.slice(LineStart, LineEnd);
     std::string Indent =
         Line.take_while([](char C) { return C == ' ' || C == '\t'; }).str();

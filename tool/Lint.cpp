@@ -7,6 +7,7 @@
 #include "ddpify/AtomicFile.h"
 #include "ddpify/EditSet.h"
 #include "ddpify/Registry.h"
+#include "ddpify/SourceLines.h"
 #include "clang/Tooling/DiagnosticsYaml.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -186,9 +187,7 @@ std::string helpUri(llvm::StringRef CheckName) {
 /// on that line) under it; returns the caret's indentation.
 std::string printSourceLine(llvm::StringRef Code, size_t Offset, size_t Length,
                             llvm::raw_ostream &OS) {
-  size_t LineStart =
-      Offset == 0 ? llvm::StringRef::npos : Code.rfind('\n', Offset - 1);
-  LineStart = LineStart == llvm::StringRef::npos ? 0 : LineStart + 1;
+  size_t LineStart = lineStart(Code, Offset);
   size_t LineEnd = Code.find('\n', Offset);
   llvm::StringRef Line = Code.slice(LineStart, LineEnd);
   std::string Indent;

@@ -4,6 +4,7 @@
 #include "BuildConfig.h"
 #include "Output.h"
 #include "ddpify/EditSet.h"
+#include "ddpify/SourceLines.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include <set>
@@ -111,9 +112,7 @@ LineSuggestion wholeLines(llvm::StringRef Code, size_t Offset, size_t Length,
   Offset = std::min(Offset, Code.size());
   size_t EditEnd = std::min(Offset + Length, Code.size());
   LineSuggestion S;
-  // StringRef::rfind(C, From) looks at the bytes before From.
-  size_t Before = Code.rfind('\n', Offset);
-  S.Begin = Before == llvm::StringRef::npos ? 0 : Before + 1;
+  S.Begin = lineStart(Code, Offset);
   if (EditEnd > Offset && Code[EditEnd - 1] == '\n') {
     S.End = EditEnd; // the edit ends with its last line
   } else {

@@ -122,6 +122,13 @@ void barrier();
 void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
 double all_reduce(double value, ReduceOp op = ReduceOp::kSum);
 int64_t all_reduce(int64_t value, ReduceOp op = ReduceOp::kSum);
+namespace detail {
+/// The type a number travels as in a collective: int64_t for an integer,
+/// double for a floating-point value.
+template <typename T>
+using reduced_as_t = typename std::conditional<std::is_floating_point<T>::value,
+                                               double, int64_t>::type;
+} // namespace detail
 /// Any other number: an `int` or `size_t` count through int64_t, a `float`
 /// sum through double, back in its own type (`batches =
 /// ddp::all_reduce(batches);`).
@@ -132,9 +139,8 @@ template <
             !std::is_same<T, double>::value && !std::is_same<T, int64_t>::value,
         int>::type = 0>
 T all_reduce(T value, ReduceOp op = ReduceOp::kSum) {
-  using Wide = typename std::conditional<std::is_floating_point<T>::value,
-                                         double, int64_t>::type;
-  return static_cast<T>(all_reduce(static_cast<Wide>(value), op));
+  return static_cast<T>(
+      all_reduce(static_cast<detail::reduced_as_t<T>>(value), op));
 }
 /// In place, element by element: per-class counts and sums kept in a
 /// `std::vector`, a `std::array` or a C array of numbers. Integers travel as
@@ -147,9 +153,7 @@ template <typename T>
 void all_reduce_elements(T* values, size_t count, ReduceOp op) {
   static_assert(std::is_arithmetic<T>::value && !std::is_same<T, bool>::value,
                 "ddp::all_reduce of a container: its elements must be numbers");
-  using Wide = typename std::conditional<std::is_floating_point<T>::value,
-                                         double, int64_t>::type;
-  std::vector<Wide> wide(values, values + count);
+  std::vector<reduced_as_t<T>> wide(values, values + count);
   all_reduce(wide.data(), wide.size(), op);
   for (size_t i = 0; i < count; ++i) {
     values[i] = static_cast<T>(wide[i]);
