@@ -270,6 +270,10 @@ def syntax_check_pch(args=compile_args, name="syntax-check-torch.pch"):
 # the same meaning (it includes LibTorch itself, which is guarded), a fraction
 # of the time. Also with cache=off: that parameter is about ddpify's cache.
 pch = syntax_check_pch()
+# The same header for a clang-tidy run whose subject is not the parse (a
+# .clang-tidy file's choice of checks): `%clang_tidy FILE %torch_flags
+# %torch_pch`; nothing where it could not be built.
+config.substitutions.append(("%torch_pch", "-include-pch " + pch if pch else ""))
 if pch:
     config.substitutions.insert(0, (
         "%syntax_check",
