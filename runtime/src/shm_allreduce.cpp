@@ -21,8 +21,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -70,9 +68,25 @@ bool exited(pid_t pid) {
   if (::kill(pid, 0) != 0) {
     return errno == ESRCH;
   }
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)),
-                   std::istreambuf_iterator<char>());
+  // read(2), not a std::ifstream: a process that ends between kill() and
+  // the read fails it with ESRCH, which libstdc++'s filebuf throws as
+  // "basic_filebuf::underflow error reading the file" (seen once in a
+  // 2-rank run, in place of the error naming the rank).
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return errno == ENOENT || errno == ESRCH;
+  }
+  // The state follows the name, which is at most 16 bytes: the line's first
+  // kilobyte holds it.
+  char buffer[1024];
+  const ssize_t length = ::read(fd, buffer, sizeof(buffer));
+  const int error = errno;
+  ::close(fd);
+  if (length < 0) {
+    return error == ESRCH;
+  }
+  const std::string text(buffer, static_cast<size_t>(length));
   const auto paren = text.rfind(')'); // the name may hold spaces
   return paren != std::string::npos && paren + 2 < text.size() &&
          text[paren + 2] == 'Z';
