@@ -83,7 +83,7 @@ std::vector<clang::tooling::Replacement> reportCommentFor(const Finding &F) {
     return {};
   }
   llvm::StringRef Text = *Code;
-  size_t LineStart = lineStart(Text, std::min<size_t>(F.Offset, Text.size()));
+  size_t LineStart = lineStart(Text, F.Offset);
   // A line continued from the one above (a backslash) belongs to it: the
   // comment goes above the first line of the whole.
   while (LineStart > 0) {
@@ -96,8 +96,7 @@ std::vector<clang::tooling::Replacement> reportCommentFor(const Finding &F) {
   if (idsAbove(Text, LineStart).count(Id))
     return {};
   llvm::StringRef Line = lineAt(Text, LineStart);
-  std::string Indent =
-      Line.take_while([](char C) { return C == ' ' || C == '\t'; }).str();
+  std::string Indent = indentationAt(Text, LineStart).str();
   bool Crlf = Text.substr(LineStart + Line.size()).starts_with("\r\n");
   std::string Comment = Indent + CommentPrefix.str() + Id + ": " +
                         reportItemReason(F) + (Crlf ? "\r\n" : "\n");

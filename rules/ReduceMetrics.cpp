@@ -126,10 +126,7 @@ private:
     if (Invalid)
       return;
     unsigned Begin = SM.getFileOffset(Loop.Loop->getBeginLoc());
-    size_t LineStart = lineStart(Buffer, Begin);
-    llvm::StringRef Line = Buffer.slice(LineStart, Begin);
-    std::string Indent =
-        Line.take_while([](char C) { return C == ' ' || C == '\t'; }).str();
+    std::string Indent = indentationAt(Buffer, Begin).str();
     F.Offset = Offset;
     F.Length = 0;
     F.Line = SM.getSpellingLineNumber(End);

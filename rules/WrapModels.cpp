@@ -1148,10 +1148,7 @@ private:
       LineEnd = Buffer.size();
     llvm::StringRef Rest = Buffer.slice(Offset, LineEnd).ltrim(" \t");
     bool RestOfLineFree = Rest.empty() || Rest.starts_with("//");
-    size_t LineStart = lineStart(Buffer, Offset);
-    llvm::StringRef Line = Buffer.slice(LineStart, LineEnd);
-    std::string Indent =
-        Line.take_while([](char C) { return C == ' ' || C == '\t'; }).str();
+    std::string Indent = indentationAt(Buffer, Offset).str();
 
     std::string WrapperName;
     if (!Distribute)

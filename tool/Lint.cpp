@@ -98,9 +98,7 @@ Located locate(llvm::StringRef Code, size_t Offset) {
   llvm::StringRef Before = Code.take_front(Offset);
   Located L;
   L.Line = 1 + Before.count('\n');
-  size_t LineStart = Before.rfind('\n');
-  L.Column = 1 + (LineStart == llvm::StringRef::npos ? Offset
-                                                     : Offset - LineStart - 1);
+  L.Column = 1 + Offset - lineStart(Code, Offset);
   return L;
 }
 

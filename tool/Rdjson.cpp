@@ -32,11 +32,10 @@ size_t startOf(const std::vector<size_t> &Starts, size_t Index,
 
 llvm::json::Object position(llvm::StringRef Code, size_t Offset) {
   llvm::StringRef Before = Code.take_front(std::min(Offset, Code.size()));
-  size_t LineStart = Before.rfind('\n');
-  LineStart = LineStart == llvm::StringRef::npos ? 0 : LineStart + 1;
   return llvm::json::Object{
       {"line", static_cast<int64_t>(1 + Before.count('\n'))},
-      {"column", static_cast<int64_t>(1 + Before.size() - LineStart)}};
+      {"column", static_cast<int64_t>(1 + Before.size() -
+                                      lineStart(Code, Before.size()))}};
 }
 
 /// What one run of changed lines is for: the lines of the rules and report

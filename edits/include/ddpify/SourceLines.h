@@ -44,6 +44,13 @@ inline llvm::StringRef lineAt(llvm::StringRef Code, size_t Offset) {
   return Code.slice(Begin, lineEnd(Code, Begin));
 }
 
+/// The blanks (spaces and tabs) that start the line holding Offset.
+inline llvm::StringRef indentationAt(llvm::StringRef Code, size_t Offset) {
+  return Code.substr(lineStart(Code, Offset)).take_while([](char C) {
+    return C == ' ' || C == '\t';
+  });
+}
+
 } // namespace ddpify
 
 #endif // DDPIFY_SOURCELINES_H
