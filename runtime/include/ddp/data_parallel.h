@@ -327,6 +327,16 @@ std::vector<torch::Tensor> distributed_parameters(
   return distributed_parameters(*module, device);
 }
 
+/// For tensors trained outside any module (an actor-critic's temperature
+/// `log_alpha = torch::zeros({1}).requires_grad_()` with an optimizer of its
+/// own): broadcasts rank 0's values and averages their gradients across
+/// ranks at every backward pass, as a wrapper does for a module's
+/// parameters, for the rest of the process. Returns the same tensors, so
+/// `torch::optim::Adam opt(ddp::distributed_tensors({log_alpha}), ...)`
+/// trains them in sync. Idempotent for tensors it already serves.
+std::vector<torch::Tensor>
+distributed_tensors(const std::vector<torch::Tensor>& tensors);
+
 namespace testing {
 
 /// What a DistributedDataParallel wraps, as it stands when the wrapper ends.

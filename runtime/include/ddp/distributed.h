@@ -186,16 +186,34 @@ uint64_t shared_seed_bits(uint64_t seed);
 
 /// The main process's `seed` on every process. A seed drawn at run time
 /// (`std::random_device{}()`, `time(nullptr)`) differs by process: ranks
-/// that shuffle, or make their data, with it would each see another order,
-/// and the batches they share out would not be one epoch's. ddpify wraps such
-/// seeds (rule R13). Collective: every process calls it at the same point,
-/// after init(); without a process group it returns `seed`; before init()
-/// under a launcher it throws.
+/// that shuffle, or make their data or their episodes, with it would each see
+/// another order, and the batches they share out would not be one epoch's.
+/// ddpify wraps such seeds (rule R13). Not a collective: ddp::init() draws
+/// one job seed on rank 0 and shares it; the n-th call on every rank returns
+/// the same value derived from it, so a call may sit anywhere (a loop, an
+/// environment's reset, a constructor in another file) as long as the ranks
+/// call it in the same order. With one process it returns `seed` itself, so
+/// the program draws exactly what it drew before; before init() under a
+/// launcher it throws.
 template <typename T> T shared_seed(T seed) {
   static_assert(std::is_integral<T>::value && !std::is_same<T, bool>::value,
                 "ddp::shared_seed: a seed is an integer");
   return static_cast<T>(detail::shared_seed_bits(static_cast<uint64_t>(seed)));
 }
+
+/// Ends this rank's training while its peers may go on stepping (uneven
+/// inputs, as PyTorch's DDP `join`): from here until every rank has called
+/// join(), this rank takes part in its peers' gradient all-reduces with no
+/// gradient of its own (each update is the average over the ranks that took
+/// that step), in their buffer broadcasts and sync checks. When the last rank
+/// joins, every live wrapper's parameters and buffers are made those of the
+/// last rank that stepped, and all return together. A wrapper's destructor
+/// and the exit of a process call it too; ddpify inserts it after a training
+/// loop whose number of steps may differ by rank. A collective of the
+/// program's own (ddp::all_reduce, barrier, ...) made while a peer has
+/// joined is an error on every rank, naming it. Without a process group it
+/// returns at once.
+void join();
 
 /// Destroys the process group (also done at exit).
 void shutdown();

@@ -48,4 +48,14 @@ template <typename Engine> void reseed_per_rank(Engine& engine) {
   }
 }
 
+/// A seed drawn at run time for one rank's own episodes (R13 under
+/// --rollouts-per-rank): ddp::shared_seed(seed) on rank 0 (so one process
+/// draws exactly what it drew before), on rank r > 0 a seed derived from that
+/// and r: each rank plays its own episodes, the same on every run.
+template <typename T> T rollout_seed(T seed) {
+  const auto shared = static_cast<uint64_t>(ddp::shared_seed(seed));
+  const int rank = detail::rollout_rank();
+  return static_cast<T>(rank > 0 ? detail::rank_seed(shared, rank) : shared);
+}
+
 } // namespace ddp
