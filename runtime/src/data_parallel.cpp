@@ -6,6 +6,7 @@
 
 #include "env_launcher.h"
 #include "fault_report.h"
+#include "join.h"
 #include "profile.h"
 #include "shm_allreduce.h"
 #include "subgroups.h"
@@ -43,11 +44,13 @@ constexpr const char* kWho = "ddp::DistributedDataParallel: ";
 
 // The wrapper's collectives: a failure becomes a CollectiveError naming the
 // collective, this rank and its host, recorded for the launcher.
-void wait_for(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
+void wait_for(const c10::intrusive_ptr<c10d::Work>& work, const Position& at) {
   try {
-    work->wait();
+    wait_collective(work, at);
+  } catch (const PositionsError&) {
+    throw; // names every rank's position already
   } catch (const std::exception& e) {
-    collective_failed((std::string(kWho) + what).c_str(), e);
+    collective_failed((std::string(kWho) + at.what).c_str(), e);
   }
 }
 
@@ -127,13 +130,21 @@ void hierarchical_allreduce(
                 dtype);
 }
 
-void wait_for(std::future<void>& done, const char* what) {
+void wait_for(std::future<void>& done, const Position& at) {
   try {
-    done.get();
+    wait_collective(done, at);
+  } catch (const PositionsError&) {
+    throw;
   } catch (const std::exception& e) {
-    collective_failed((std::string(kWho) + what).c_str(), e);
+    collective_failed((std::string(kWho) + at.what).c_str(), e);
   }
 }
+
+// The wrapper whose backward pass holds the process group: only it launches
+// buckets while backward runs; the others of the same pass launch theirs in
+// their finalize, one wrapper after another, so that every wrapper's
+// collectives are contiguous (what a joined rank replays, ddp::join).
+std::atomic<const void*> launching_wrapper{nullptr};
 
 // Per-parameter record in the shape check: ndim, dtype, requires_grad and up
 // to kMaxDims sizes (a deeper tensor folds the rest into the last slot).
@@ -256,6 +267,8 @@ public:
   }
 
   void set_up() {
+    announce_program_collective(
+        "the construction of a DistributedDataParallel");
     pg_ = ddp::process_group();
     TORCH_CHECK(pg_, kWho, "distributed, but no process group");
     // A group of one (DDP_GROUP_OF_ONE) goes the whole distributed way too.
@@ -272,6 +285,7 @@ public:
   }
 
   ~Reducer() {
+    join_at_end();
     check_at_end();
     report_final_state();
     untrack_reducer(this);
@@ -293,6 +307,22 @@ public:
       // As finalize() does: check_in_sync() runs under mutex_.
       std::lock_guard<std::mutex> lock(mutex_);
       check_in_sync(stats_.synced_backwards, /*at_end=*/true);
+    } catch (const CollectiveError& e) {
+      end_job(describe(e), FailureKind::kCollective);
+    } catch (const std::exception& e) {
+      end_job(describe(e), FailureKind::kException);
+    }
+  }
+
+  // A wrapper that ends while peers may still step joins them first (its
+  // own backward passes among theirs), as ddp::join() does.
+  void join_at_end() noexcept {
+    if (!active() || end_checked_ || std::uncaught_exceptions() > 0 ||
+        job_is_failing()) {
+      return;
+    }
+    try {
+      ddp::join();
     } catch (const CollectiveError& e) {
       end_job(describe(e), FailureKind::kCollective);
     } catch (const std::exception& e) {
@@ -414,6 +444,8 @@ public:
       // must not take mutex_, which this thread holds.
       token->reducer = this;
       in_backward_ = true;
+      const void* none = nullptr;
+      owns_launch_ = launching_wrapper.compare_exchange_strong(none, this);
       detail::profile::backward_started();
     }
     Slot& slot = slots_[index];
@@ -460,6 +492,8 @@ private:
     // buckets live there (shm_), and the all-reduce in flight there.
     int64_t shm_offset = -1;
     std::future<void> shm_done;
+    // Its all-reduce's place among the job's collectives (join.h).
+    Position at;
   };
 
   // The parameter's slot in its bucket. An alias of the bucket's storage
@@ -555,6 +589,12 @@ private:
   // Buckets go out strictly in index order on every rank: collectives are
   // matched by launch order, so an out-of-order bucket waits its turn.
   void launch_in_order() {
+    if (!owns_launch_ || peers_joined()) {
+      return; // launched in finalize()
+    }
+    launch_ready();
+  }
+  void launch_ready() {
     while (next_bucket_ < buckets_.size() &&
            buckets_[next_bucket_].pending == 0) {
       launch(buckets_[next_bucket_++]);
@@ -562,6 +602,11 @@ private:
   }
 
   void launch(Bucket& bucket) {
+    // The last element counts the ranks that take this step (ddp::join).
+    bucket.flat.narrow(0, bucket.flat.numel() - 1, 1).fill_(shadowing_ ? 0 : 1);
+    bucket.at =
+        begin_collective("gradient all-reduce", static_cast<int64_t>(number_),
+                         stats_.synced_backwards + 1);
     if (hierarchical_) {
       // Captured by value: the worker thread may outlive this reducer.
       bucket.shm_done = shm_worker_->run(
@@ -579,6 +624,7 @@ private:
                                  bucket.grad_numel, bucket.flat.scalar_type());
     } else if (shm_) {
       // The same, here and now (no core to spare for a thread).
+      const BlockingCollective blocking(bucket.at);
       shm_->allreduce(bucket.shm_offset, bucket.flat.numel(), bucket.grad_numel,
                       bucket.flat.scalar_type());
     } else if (hook_dtype_) {
@@ -602,6 +648,10 @@ private:
   void reset_backward_state() {
     in_backward_ = false;
     next_bucket_ = 0;
+    if (owns_launch_) {
+      owns_launch_ = false;
+      launching_wrapper.store(nullptr);
+    }
     for (auto& slot : slots_) {
       slot.ready = false;
     }
@@ -632,17 +682,63 @@ private:
       }
       bucket.pending = 0;
     }
-    launch_in_order();
+    // While a peer has joined, a header tells it what this pass is.
+    const int root = peers_joined()
+                         ? announce_backward(static_cast<int64_t>(number_),
+                                             stats_.synced_backwards + 1)
+                         : 0;
+    synchronize(root);
+  }
+
+public:
+  // ddp::join: this rank's part, with no gradients of its own, in its
+  // peers' synchronised backward pass `step` (buffers from `root`). The
+  // program's gradients are left alone.
+  void shadow_backward(int64_t step, int root) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    struct Reset {
+      Reducer* r;
+      ~Reset() {
+        r->shadowing_ = false;
+        r->reset_backward_state();
+      }
+    } reset{this};
+    shadowing_ = true;
+    stats_.synced_backwards = step - 1;
+    for (auto& bucket : buckets_) {
+      bucket.flat.zero_();
+      bucket.pending = 0;
+    }
+    synchronize(root);
+  }
+
+  // Every live wrapper's state becomes `root`'s when the last rank joins.
+  void take_state_of(int root) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    broadcast_states(root, "final parameter broadcast");
+  }
+
+private:
+  // The collectives of one synchronised backward pass, the same on every
+  // rank, joined or not: the buckets in order, the buffers, the sync check.
+  // Caller holds mutex_; every bucket is packed.
+  void synchronize(int root) {
+    const int64_t step = stats_.synced_backwards + 1;
+    launch_ready();
 
     c10::intrusive_ptr<c10d::Work> buffer_work;
     torch::Tensor buffer_flat;
+    Position buffer_at;
     if (options_.broadcast_buffers() && !buffers_.empty()) {
-      // Overlaps the wait below; rank 0's running statistics win, as with
-      // PyTorch's per-forward buffer broadcast.
+      // Overlaps the wait below; rank 0's running statistics win (the
+      // lowest stepping rank's while a rank has joined), as with PyTorch's
+      // per-forward buffer broadcast.
       buffer_flat = pack_bytes(buffers_);
       std::vector<torch::Tensor> tensors{buffer_flat};
       c10d::BroadcastOptions opts;
-      opts.rootRank = 0;
+      opts.rootRank = root;
+      buffer_at = begin_collective("buffer broadcast",
+                                   static_cast<int64_t>(number_), step);
       buffer_work = pg_->broadcast(tensors, opts);
       ++stats_.broadcasts;
       stats_.bytes += buffer_flat.numel();
@@ -650,21 +746,41 @@ private:
 
     torch::NoGradGuard no_grad;
     const auto wait_start = detail::profile::Clock::now();
+    // Under a comm hook the flags and the count were divided by the world
+    // size too, except in the shared-memory all-reduce of one host.
+    const bool divided = hook_dtype_ && (hierarchical_ || !shm_);
+    int fewest_stepping = world_size_;
     for (auto& bucket : buckets_) {
+      const auto tail = static_cast<int64_t>(bucket.slots.size()) + 1;
+      bool averaged = true;
       if (bucket.shm_done.valid()) {
-        wait_for(bucket.shm_done, "gradient all-reduce");
+        wait_for(bucket.shm_done, bucket.at);
       } else if (bucket.work) {
-        wait_for(bucket.work, "gradient all-reduce");
+        wait_for(bucket.work, bucket.at);
         if (bucket.compressed.defined()) {
           bucket.flat.copy_(bucket.compressed); // divided before the sum
           bucket.compressed = torch::Tensor();
         } else {
-          bucket.flat.narrow(0, 0, bucket.grad_numel).div_(world_size_);
+          averaged = false; // summed: divided below
         }
       }
-      auto flags = bucket.flat.narrow(0, bucket.grad_numel, bucket.slots.size())
+      auto flags = bucket.flat.narrow(0, bucket.grad_numel, tail)
                        .to(torch::kCPU, torch::kFloat);
       const float* flag = flags.data_ptr<float>();
+      const float count_value = flag[tail - 1];
+      const int stepping = static_cast<int>(
+          std::lround(divided ? count_value * world_size_ : count_value));
+      fewest_stepping = std::min(fewest_stepping, stepping);
+      auto grads = bucket.flat.narrow(0, 0, bucket.grad_numel);
+      if (!averaged) {
+        grads.div_(std::max(stepping, 1));
+      } else if (stepping > 0 && stepping < world_size_) {
+        // The mean over the ranks that took this step (ddp::join).
+        grads.mul_(static_cast<double>(world_size_) / stepping);
+      }
+      if (shadowing_) {
+        continue; // a joined rank's gradients stay its own
+      }
       for (size_t i = 0; i < bucket.slots.size(); ++i) {
         if (flag[i] == 0) {
           continue; // no rank had a gradient: leave it undefined
@@ -685,13 +801,17 @@ private:
       }
     }
     if (buffer_work) {
-      wait_for(buffer_work, "buffer broadcast");
-      if (rank_ != 0) {
+      wait_for(buffer_work, buffer_at);
+      if (rank_ != root) {
         unpack_bytes(buffer_flat, buffers_);
       }
     }
     const auto check_start = detail::profile::Clock::now();
     ++stats_.synced_backwards;
+    if (!shadowing_) {
+      count_own_backward();
+      saw_stepping_ranks(fewest_stepping, world_size_);
+    }
     if (check_sync_every_ > 0 &&
         stats_.synced_backwards % check_sync_every_ == 0) {
       try {
@@ -730,19 +850,30 @@ private:
     torch::NoGradGuard no_grad;
     const auto device = collective_device();
     std::vector<torch::Tensor> sums;
-    sums.reserve(n);
+    sums.reserve(n + 1);
     for (size_t i = 0; i < n; ++i) {
       sums.push_back(tensor(i).detach().sum(torch::kDouble).to(device));
     }
+    // Whether this rank's parameters count: a joined rank's are those of
+    // the step it joined at (ddp::join) until the last rank joins.
+    sums.push_back(torch::full({}, shadowing_ ? 0.0 : 1.0,
+                               torch::dtype(torch::kDouble).device(device)));
     const std::vector<torch::Tensor> table =
-        gather_rows(torch::stack(sums), "sync check");
+        gather_rows(torch::stack(sums),
+                    at_end ? "end-of-training sync check" : "sync check", step);
     ++stats_.sync_checks;
-    for (size_t i = 0; i < n; ++i) {
+    std::vector<int> compared;
+    for (int r = 0; r < world_size_; ++r) {
+      if (table[r].data_ptr<double>()[n] != 0) {
+        compared.push_back(r);
+      }
+    }
+    for (size_t i = 0; i < n && compared.size() > 1; ++i) {
       // Bits, not values: a NaN every rank holds is in sync.
-      const double mine = table[0].data_ptr<double>()[i];
+      const double mine = table[compared[0]].data_ptr<double>()[i];
       bool same = true;
-      for (int r = 1; r < world_size_ && same; ++r) {
-        const double theirs = table[r].data_ptr<double>()[i];
+      for (size_t k = 1; k < compared.size() && same; ++k) {
+        const double theirs = table[compared[k]].data_ptr<double>()[i];
         same = std::memcmp(&mine, &theirs, sizeof(double)) == 0;
       }
       if (same) {
@@ -753,12 +884,12 @@ private:
           << (at_end ? "at the end of training, after step " : "at step ")
           << step << ": '" << name(i)
           << "' differs (its sum: " << std::setprecision(17);
-      constexpr int kShown = 8;
-      for (int r = 0; r < world_size_ && r < kShown; ++r) {
-        msg << (r ? ", " : "") << "rank " << r << " "
-            << table[r].data_ptr<double>()[i];
+      constexpr size_t kShown = 8;
+      for (size_t k = 0; k < compared.size() && k < kShown; ++k) {
+        msg << (k ? ", " : "") << "rank " << compared[k] << " "
+            << table[compared[k]].data_ptr<double>()[i];
       }
-      if (world_size_ > kShown) {
+      if (compared.size() > kShown) {
         msg << ", ...";
       }
       msg << "); something changed it on some ranks only (an update outside "
@@ -780,13 +911,14 @@ private:
   // Every rank's `local` (one row each, in rank order, on the CPU): one
   // all-gather on the process group, a failure named by `what`.
   std::vector<torch::Tensor> gather_rows(const torch::Tensor& local,
-                                         const char* what) {
+                                         const char* what, int64_t step = -1) {
     std::vector<torch::Tensor> input{local.to(collective_device())};
     std::vector<std::vector<torch::Tensor>> gathered(1);
     for (int i = 0; i < world_size_; ++i) {
       gathered[0].push_back(torch::empty_like(input[0]));
     }
-    wait_for(pg_->allgather(gathered, input), what);
+    const auto at = begin_collective(what, static_cast<int64_t>(number_), step);
+    wait_for(pg_->allgather(gathered, input), at);
     std::vector<torch::Tensor> rows;
     for (const auto& row : gathered[0]) {
       rows.push_back(row.cpu());
@@ -802,7 +934,9 @@ private:
       std::vector<torch::Tensor> t{max_count};
       c10d::AllreduceOptions opts;
       opts.reduceOp = c10d::ReduceOp::MAX;
-      wait_for(pg_->allreduce(t, opts), "parameter shape check");
+      const auto at = begin_collective("parameter shape check",
+                                       static_cast<int64_t>(number_));
+      wait_for(pg_->allreduce(t, opts), at);
     }
     const int64_t n = max_count.item<int64_t>();
     auto local = torch::full({1 + n * kRecord}, -1, torch::kLong);
@@ -849,7 +983,8 @@ private:
     }
   }
 
-  void broadcast_states() {
+  void broadcast_states(int root = 0,
+                        const char* what = "parameter broadcast") {
     std::vector<torch::Tensor> states = all_params_;
     states.insert(states.end(), buffers_.begin(), buffers_.end());
     // Chunks of at most 256 MiB, so a large model does not need twice its
@@ -872,9 +1007,10 @@ private:
       auto flat = pack_bytes(chunk);
       std::vector<torch::Tensor> t{flat};
       c10d::BroadcastOptions opts;
-      opts.rootRank = 0;
-      wait_for(pg_->broadcast(t, opts), "parameter broadcast");
-      if (rank_ != 0) {
+      opts.rootRank = root;
+      const auto at = begin_collective(what, static_cast<int64_t>(number_));
+      wait_for(pg_->broadcast(t, opts), at);
+      if (rank_ != root) {
         unpack_bytes(flat, chunk);
       }
       begin = end;
@@ -941,8 +1077,9 @@ private:
       }
       const auto& first = slots_[members[0]].param;
       bucket.grad_numel = offset;
+      // [gradients..., a flag per parameter, the count of stepping ranks]
       bucket.flat =
-          torch::zeros({offset + static_cast<int64_t>(members.size())},
+          torch::zeros({offset + static_cast<int64_t>(members.size()) + 1},
                        first.options().requires_grad(false));
       bucket.shm_offset = shm_bytes;
       shm_bytes += (bucket.flat.nbytes() + 63) / 64 * 64;
@@ -992,7 +1129,9 @@ private:
     std::vector<torch::Tensor> tensors{agreed};
     c10d::AllreduceOptions opts;
     opts.reduceOp = c10d::ReduceOp::MIN;
-    wait_for(pg_->allreduce(tensors, opts), "shared-memory vote");
+    const auto at =
+        begin_collective("shared-memory vote", static_cast<int64_t>(number_));
+    wait_for(pg_->allreduce(tensors, opts), at);
     return agreed.item<int>() != 0;
   }
 
@@ -1154,6 +1293,10 @@ private:
   mutable std::mutex mutex_;
   bool sync_enabled_ = true;
   bool in_backward_ = false;
+  // This pass launches its buckets as they fill (launching_wrapper).
+  bool owns_launch_ = false;
+  // In shadow_backward(): taking part with no gradients (ddp::join).
+  bool shadowing_ = false;
   size_t next_bucket_ = 0;
   DataParallelStats stats_;
 };
@@ -1205,6 +1348,17 @@ void report_live_reducers_at_exit() {
 } // namespace
 
 void check_live_wrappers_at_end() {
+  // Peers that still step are joined first (their wrappers' backward
+  // passes), so that every rank reaches the checks below together.
+  if (!job_is_failing() && std::uncaught_exceptions() == 0) {
+    try {
+      ddp::join();
+    } catch (const CollectiveError& e) {
+      end_job(describe(e), FailureKind::kCollective);
+    } catch (const std::exception& e) {
+      end_job(describe(e), FailureKind::kException);
+    }
+  }
   for (Reducer* reducer : live_reducers_in_order()) {
     reducer->check_at_end();
   }
@@ -1225,10 +1379,37 @@ bool is_wrapped_accumulator(const torch::autograd::Node* node) {
   return registry().count(node) != 0;
 }
 
+Reducer* live_reducer(int64_t number) {
+  std::lock_guard<std::mutex> lock(live_reducers_mutex());
+  const auto at = live_reducers().find(static_cast<uint64_t>(number));
+  return at == live_reducers().end() ? nullptr : at->second;
+}
+
 void track_reducer(Reducer* reducer) {
   // Registered after LibTorch's statics exist, so it runs before they go.
   static const bool at_exit = std::atexit(report_live_reducers_at_exit) == 0;
   (void)at_exit;
+  static const bool joinable = [] {
+    JoinParticipants participants;
+    participants.shadow_backward = [](int64_t wrapper, int64_t step, int root) {
+      Reducer* reducer = live_reducer(wrapper);
+      if (reducer == nullptr || !reducer->active()) {
+        return false;
+      }
+      reducer->shadow_backward(step, root);
+      return true;
+    };
+    participants.take_state_of = [](int root) {
+      for (Reducer* reducer : live_reducers_in_order()) {
+        if (reducer->active()) {
+          reducer->take_state_of(root);
+        }
+      }
+    };
+    set_join_participants(std::move(participants));
+    return true;
+  }();
+  (void)joinable;
   std::lock_guard<std::mutex> lock(live_reducers_mutex());
   reducer->set_number(next_reducer_number++);
   live_reducers().emplace(reducer->number(), reducer);
@@ -1338,6 +1519,45 @@ distribute(torch::nn::Module& module, DistributedDataParallelOptions options) {
   slot =
       std::make_unique<DistributedDataParallelBase>(module, std::move(options));
   return *slot;
+}
+
+std::vector<torch::Tensor>
+distributed_tensors(const std::vector<torch::Tensor>& tensors) {
+  // The modules that hold them, alive until exit (as distribute's wrappers).
+  static auto* mutex = new std::mutex;
+  static auto* holders = new std::vector<std::shared_ptr<torch::nn::Module>>;
+  std::lock_guard<std::mutex> lock(*mutex);
+  auto served = [&](const torch::Tensor& t) {
+    for (const auto& holder : *holders) {
+      for (const auto& p : holder->parameters()) {
+        if (p.is_same(t)) {
+          return true;
+        }
+      }
+    }
+    return false;
+  };
+  auto holder = std::make_shared<torch::nn::Module>("ddp::distributed_tensors");
+  size_t added = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    TORCH_CHECK(t.defined(), "ddp::distributed_tensors: tensor #", i,
+                " is undefined");
+    TORCH_CHECK(t.is_leaf(), "ddp::distributed_tensors: tensor #", i,
+                " is not a leaf (it was computed from others); pass the "
+                "tensor the optimizer updates");
+    if (served(t)) {
+      continue;
+    }
+    holder->register_parameter("tensor" + std::to_string(i), t,
+                               t.requires_grad());
+    ++added;
+  }
+  if (added > 0) {
+    distribute(*holder);
+    holders->push_back(std::move(holder));
+  }
+  return tensors;
 }
 
 } // namespace ddp

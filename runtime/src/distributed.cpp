@@ -5,6 +5,7 @@
 #include "c10d_compat.h"
 #include "env_launcher.h"
 #include "fault_report.h"
+#include "join.h"
 #include "libtorch_logging.h"
 #include "profile.h"
 #include "subgroups.h"
@@ -25,11 +26,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iostream>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -43,6 +46,9 @@ struct State {
   std::string backend = "none";
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroup> group;
+  // ddp::shared_seed: rank 0's draw at init, and the calls made since.
+  uint64_t job_seed = 0;
+  std::atomic<uint64_t> shared_seeds{0};
 };
 
 State& state() {
@@ -328,12 +334,21 @@ void at_exit() {
 /// rank its own, wrong, result.
 c10::intrusive_ptr<c10d::ProcessGroup> group_for(const char* what_op) {
   auto& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (!s.group && !s.initialized && s.env.world_size > 1) {
-    throw std::runtime_error(std::string("ddp::") + what_op +
-                             ": the process group was shut down");
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.group && !s.initialized && s.env.world_size > 1) {
+      throw std::runtime_error(std::string("ddp::") + what_op +
+                               ": the process group was shut down");
+    }
+    group = s.group;
   }
-  return s.group;
+  if (group) {
+    // While a peer has joined, an error on every rank (ddp::join).
+    detail::announce_program_collective(
+        (std::string("ddp::") + what_op).c_str());
+  }
+  return group;
 }
 
 [[noreturn]] void rethrow_collective(const char* what_op,
@@ -342,6 +357,12 @@ c10::intrusive_ptr<c10d::ProcessGroup> group_for(const char* what_op) {
 }
 
 } // namespace
+
+c10::intrusive_ptr<c10d::Store> detail::job_store() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.store;
+}
 
 std::chrono::milliseconds detail::collective_timeout() {
   return state().env.timeout;
@@ -399,8 +420,12 @@ namespace {
 
 void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what_op) {
   const detail::profile::CollectiveTimer timer;
+  const auto at =
+      detail::begin_collective((std::string("ddp::") + what_op).c_str());
   try {
-    work->wait();
+    detail::wait_collective(work, at);
+  } catch (const detail::PositionsError&) {
+    throw; // names every rank's position already
   } catch (const std::exception& e) {
     rethrow_collective(what_op, e);
   }
@@ -435,6 +460,23 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
 
 } // namespace
 
+namespace {
+// Rank 0 draws the seed ddp::shared_seed derives its values from; the others
+// read it from the store (get waits until it is set, within the timeout).
+uint64_t share_job_seed(c10d::Store& store, int rank) {
+  constexpr const char* kKey = "ddp_job_seed";
+  if (rank == 0) {
+    std::random_device device;
+    const uint64_t seed = (static_cast<uint64_t>(device()) << 32) ^ device();
+    const std::string text = std::to_string(seed);
+    store.set(kKey, std::vector<uint8_t>(text.begin(), text.end()));
+    return seed;
+  }
+  const auto bytes = store.get(kKey);
+  return std::stoull(std::string(bytes.begin(), bytes.end()));
+}
+} // namespace
+
 void init(int& argc, char** argv, InitOptions options) {
   const auto local_rank_arg = detail::strip_local_rank(argc, argv);
   auto& s = state();
@@ -451,6 +493,17 @@ void init(int& argc, char** argv, InitOptions options) {
     detail::install_fault_handler(env.rank, env.world_size);
     const auto name = choose_backend(env);
     auto store = make_store(env);
+    // Before the group: once every rank has connected it, every rank holds
+    // the seed, and none needs rank 0's store for it later.
+    uint64_t job_seed = 0;
+    try {
+      job_seed = share_job_seed(*store, env.rank);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("ddp::init: rank " + std::to_string(env.rank) +
+                               " could not share the job's seed through rank "
+                               "0's store: " +
+                               detail::describe(e));
+    }
     c10::intrusive_ptr<c10d::ProcessGroup> group;
     try {
       // The group's own keys live under a prefix of their own.
@@ -470,6 +523,7 @@ void init(int& argc, char** argv, InitOptions options) {
     s.store = store;
     s.group = group;
     s.backend = name;
+    s.job_seed = job_seed;
     static bool registered = false;
     if (!registered) {
       registered = true;
@@ -755,14 +809,16 @@ uint64_t detail::shared_seed_bits(uint64_t seed) {
     }
     return seed;
   }
-  if (!group_for("shared_seed")) {
-    return seed;
+  auto& s = state();
+  if (!s.group || s.env.world_size <= 1) {
+    return seed; // one process draws exactly what it drew before
   }
-  auto tensor = torch::full(
-      {1}, static_cast<int64_t>(seed),
-      torch::TensorOptions().dtype(torch::kInt64).device(backend_device()));
-  broadcast(tensor, 0);
-  return static_cast<uint64_t>(tensor.item<int64_t>());
+  // The n-th call on every rank: the job seed and n, through splitmix64.
+  const uint64_t n = s.shared_seeds.fetch_add(1, std::memory_order_relaxed);
+  uint64_t z = s.job_seed + (n + 1) * 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
 }
 
 void broadcast(torch::Tensor& tensor, int src) {

@@ -21,6 +21,7 @@ namespace {
 
 std::atomic<bool> g_recorded{false};
 std::atomic<bool> g_failing{false};
+std::atomic<bool> g_collective_failed{false};
 int g_rank = 0;
 int g_world_size = 1;
 std::terminate_handler g_previous = nullptr;
@@ -127,7 +128,12 @@ std::string describe(const std::exception& e) {
   return what;
 }
 
+bool a_collective_failed() { return g_collective_failed.load(); }
+
 void record_failure(const std::string& message, FailureKind kind) {
+  if (kind == FailureKind::kCollective) {
+    g_collective_failed = true;
+  }
   const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
   if (path == nullptr || *path == '\0' || g_recorded.exchange(true)) {
     return;

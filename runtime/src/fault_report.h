@@ -45,6 +45,11 @@ void install_fault_handler(int rank, int world_size);
 /// Whether this rank is already ending (end_job, the fault handler).
 bool job_is_failing();
 
+/// Whether a collective of this process failed (record_failure with
+/// kCollective), even if the program caught the error: its peers may be
+/// gone, so nothing at exit waits for them (ddp::join).
+bool a_collective_failed();
+
 /// Throws ddp::CollectiveError for a collective `what_op` that failed with
 /// `e` on this rank (message with rank, host and timeout), after
 /// record_failure(kCollective). Defined in distributed.cpp.

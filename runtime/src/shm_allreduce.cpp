@@ -1,5 +1,7 @@
 #include "shm_allreduce.h"
 
+#include "join.h"
+
 #include "fault_report.h"
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -233,6 +235,8 @@ void SharedMemoryGroup::barrier(const char* where) {
         continue;
       }
       const auto left = deadline - std::chrono::steady_clock::now();
+      // Where this rank waits, for a joined peer and for desyncs (join.h).
+      on_slow_wait(timeout_ - left);
       // A peer that exited never arrives: say so now, not at the timeout.
       for (int peer = 0; peer < world_size_; ++peer) {
         const pid_t pid = control->pids[peer];
@@ -243,6 +247,8 @@ void SharedMemoryGroup::barrier(const char* where) {
           message << "ddp::DistributedDataParallel: rank " << peer << " (pid "
                   << pid << ") exited during " << where << "; rank " << rank_
                   << " of " << world_size_ << " cannot go on";
+          // Ended for a desync: that is what to say (join.h).
+          on_peer_failure();
           // A consequence of the peer's failure, for the launcher.
           record_failure(message.str(), FailureKind::kCollective);
           throw std::runtime_error(message.str());

@@ -15,10 +15,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <vector>
 
 namespace {
+
+int world_last(int world) { return world - 1; }
 
 class Collectives : public ::testing::TestWithParam<int> {};
 
@@ -190,16 +193,47 @@ TEST_P(Collectives, BroadcastFromAnyRoot) {
   });
 }
 
-TEST_P(Collectives, SharedSeedIsTheMainProcesss) {
+TEST_P(Collectives, SharedSeedIsTheSameOnEveryRank) {
+  const int world = GetParam();
+  ddp_test::run_ranks(world, [world] {
+    const int r = ddp::rank();
+    // Seeds of each integer type a program draws (random_device's unsigned,
+    // time's time_t, a 64-bit engine's seed), each rank's own argument: the
+    // n-th call gives every rank the same value, and calls differ.
+    std::vector<int64_t> drawn;
+    for (int i = 0; i < 4; ++i) {
+      drawn.push_back(ddp::shared_seed(3000000000u + unsigned(r)));
+      drawn.push_back(ddp::shared_seed(int64_t(-5) - r));
+      drawn.push_back(static_cast<int64_t>(
+          ddp::shared_seed(uint64_t(0xfedcba9876543210ull) + uint64_t(r))));
+    }
+    const auto mine = torch::tensor(drawn, torch::kInt64);
+    const auto all = ddp::all_gather(mine);
+    ASSERT_EQ(all.size(), size_t(world));
+    for (int other = 1; other < world; ++other) {
+      EXPECT_TRUE(torch::equal(all[other], all[0])) << "rank " << other;
+    }
+    std::set<int64_t> distinct(drawn.begin(), drawn.end());
+    EXPECT_EQ(distinct.size(), drawn.size()) << "calls repeat a seed";
+  });
+}
+
+// Not a collective: a seed drawn on one rank only (an environment reset that
+// happens there alone) neither waits for the others nor is waited for.
+TEST_P(Collectives, SharedSeedIsNoCollective) {
   const int world = GetParam();
   ddp_test::run_ranks(world, [] {
-    const int r = ddp::rank();
-    // Seeds of each integer type a program draws: random_device's unsigned,
-    // time's time_t, a 64-bit engine's seed; every bit of the main process's.
-    EXPECT_EQ(ddp::shared_seed(3000000000u + unsigned(r)), 3000000000u);
-    EXPECT_EQ(ddp::shared_seed(int64_t(-5) - r), int64_t(-5));
-    EXPECT_EQ(ddp::shared_seed(uint64_t(0xfedcba9876543210ull) + uint64_t(r)),
-              uint64_t(0xfedcba9876543210ull));
+    if (ddp::rank() == world_last(ddp::world_size())) {
+      for (int i = 0; i < 1000; ++i) {
+        ddp::shared_seed(unsigned(i));
+      }
+    }
+    ddp::barrier();
+    // Ranks that drew in step draw alike again only if they called alike:
+    // the others are 1000 calls behind.
+    const auto next = static_cast<int64_t>(ddp::shared_seed(1u));
+    const auto all = ddp::all_gather(torch::tensor({next}, torch::kInt64));
+    EXPECT_TRUE(torch::equal(all[0], all[ddp::world_size() > 2 ? 1 : 0]));
   });
 }
 

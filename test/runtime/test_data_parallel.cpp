@@ -311,9 +311,10 @@ TEST(DataParallel, CommHookFromTheEnvironment) {
         auto [x, y] = local_batch(0);
         torch::mse_loss(model->forward(x), y).backward();
         // fp16 on the wire: half the bytes of the float32 buckets.
-        int64_t numel = 0;
+        // and one flag per parameter, one count of stepping ranks a bucket
+        int64_t numel = model_ddp.bucket_count();
         for (const auto& p : model->parameters()) {
-          numel += p.numel() + 1; // and one flag per parameter
+          numel += p.numel() + 1;
         }
         EXPECT_EQ(model_ddp.stats().bytes, numel * 2);
       },
@@ -761,9 +762,10 @@ TEST(DataParallel, BucketsFollowCapsInReverseOrder) {
     }
     const auto stats = model_ddp.stats();
     EXPECT_EQ(stats.allreduces, 4 * 3);
-    // Per bucket: the gradients plus one float flag per parameter.
+    // Per bucket: the gradients plus one float flag per parameter and the
+    // count of the ranks that step (ddp::join).
     const int64_t numel = 32 * 32 + 32 + 320 * 32 + 320 + 10 * 320 + 10;
-    EXPECT_EQ(stats.bytes, 4 * (numel + 6) * 4);
+    EXPECT_EQ(stats.bytes, 4 * (numel + 6 + 3) * 4);
   });
 }
 
