@@ -19,14 +19,24 @@
 // R12 fixes the exit where every rank-local value it depends on is a float or
 // a double (`loss.item<float>()`, a local, a helper's result): each becomes
 // its mean over the ranks, `ddp::all_reduce(v, ddp::ReduceOp::kMean)`, so
-// every rank takes the same decision (report note `divergent-exit-averaged`);
-// otherwise (a bool flag, an integer, a macro) it is an error item.
+// every rank takes the same decision (report note `divergent-exit-averaged`).
+// Otherwise (a bool flag such as an episode's `done`, an integer) the ranks
+// may take different numbers of steps, which the runtime's ddp::join() makes
+// right: `ddp::join();` goes after the outermost loop around the exit that
+// makes no collective of the program's own (analyses/UnevenSteps.h), and
+// before each return inside it (report note `uneven-steps-joined`); a mean
+// exit inside that loop is joined with it. Where every such loop makes one
+// (ddp::all_reduce, ddp::barrier, a sum R11 reduces, a SyncBatchNorm
+// forward), a goto leaves it, or the exit is in a macro, it is an error item
+// naming why. A loop followed by `ddp::join();` is a migrated one.
 //
 // non-torch-loader: a loop that calls backward() and whose data does not come
 // from a torch data loader (no range-for over one, here or around it): its
 // samples are not sharded, so every rank trains on the same ones. Loops that
 // cut batches by hand R4 shards, and loops fed whole tensors that R15 shards
-// or keeps whole with its own note, are not. The note provides
+// or keeps whole with its own note, are not. For a loop that draws its own
+// experience, the note says every rank draws the same (a fixed seed is
+// named) and points to --rollouts-per-rank. The note provides
 // `unsharded-loop:FILE:OFFSET`, which a rule that shares the loop's data out
 // another way requires, and gives way to its `sharded-loop:` key.
 //
@@ -37,6 +47,7 @@
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/MetricLoops.h"
 #include "ddpify/Registry.h"
+#include "ddpify/UnevenSteps.h"
 #include "ddpify/Work.h"
 #include "clang/AST/DeclTemplate.h"
 #include "clang/AST/ExprCXX.h"
@@ -319,7 +330,7 @@ private:
 class FlowMatchers : public MatcherModule, public MatchFinder::MatchCallback {
 public:
   FlowMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
-      : Findings(Findings), Locator(ProjectRoot) {}
+      : Findings(Findings), Locator(ProjectRoot), Root(ProjectRoot.str()) {}
 
   void registerMatchers(MatchFinder &Finder) override {
     Finder.addMatcher(functionDecl(isDefinition()).bind("function"), this);
@@ -348,8 +359,10 @@ public:
     }
     Parents = std::make_unique<ParentMap>(Function->getBody());
     TrainingLoops.clear();
+    Exits.clear();
     const FunctionTaint &Values = Taint->of(Function);
     checkExits(Values, Function->getBody());
+    resolveExits(Values, Function);
     checkUnshardedData(Function);
   }
 
@@ -477,7 +490,7 @@ private:
       std::vector<const Expr *> Conditions;
       for (const IfStmt *If : Ifs)
         Conditions.push_back(If->getCond());
-      decide(Values, Break, Conditions, "this 'break'");
+      decide(Values, Break, Conditions, "this 'break'", loopsFrom(Parent));
       return;
     }
   }
@@ -499,7 +512,11 @@ private:
     std::vector<const Expr *> Conditions;
     for (size_t I = 0; I < Governing; ++I)
       Conditions.push_back(Ifs[I]->getCond());
-    decide(Values, Return, Conditions, "this 'return' from a training loop");
+    const Stmt *Outer = outermostLoop(Return, *Parents);
+    if (!Outer)
+      return;
+    decide(Values, Return, Conditions, "this 'return' from a training loop",
+           {Outer});
   }
 
   void checkCondition(const FunctionTaint &Values, const Stmt *Loop) {
@@ -513,32 +530,182 @@ private:
     if (!Condition || !inTraining(Loop) || !mayCommunicate(Loop))
       return;
     decide(Values, Condition, {Condition},
-           "the condition of this training loop");
+           "the condition of this training loop", loopsFrom(Loop));
   }
 
+  /// Loop and the loops around it, innermost first (lambdas not crossed).
+  std::vector<const Stmt *> loopsFrom(const Stmt *Loop) {
+    std::vector<const Stmt *> Loops{Loop};
+    for (const Stmt *S = Parents->getParent(Loop); S && !isa<LambdaExpr>(S);
+         S = Parents->getParent(S))
+      if (isLoop(S))
+        Loops.push_back(S);
+    return Loops;
+  }
+
+  /// An exit decided by values one rank computed.
+  struct Exit {
+    const Stmt *At = nullptr;
+    std::string What;
+    /// The rank-local values in its conditions, the means that replace
+    /// them (as many where each is a float or a double), and the first
+    /// that has none.
+    std::vector<const Expr *> Local, Targets;
+    const Expr *NoMean = nullptr;
+    /// The loops every rank could leave through ddp::join() for it,
+    /// innermost first: the loop it leaves (a return: the outermost) and
+    /// those around it.
+    std::vector<const Stmt *> Loops;
+  };
+
   /// An exit at At, taken when Conditions (the loop's condition, or the
-  /// conditions of the `if`s around the exit inside the loop) hold. Where
-  /// every rank-local value in them is a floating-point scalar, each is
-  /// replaced by its mean over the ranks: every rank then evaluates the same
-  /// conditions (left to right, each on values already shared), so all leave
-  /// the loop at the same step. Else the exit is an error item.
+  /// conditions of the `if`s around the exit inside the loop) hold, leaving
+  /// Loops[0]. Decided for the whole function at once (resolveExits).
   void decide(const FunctionTaint &Values, const Stmt *At,
-              llvm::ArrayRef<const Expr *> Conditions, llvm::StringRef What) {
-    std::vector<const Expr *> Local;
+              llvm::ArrayRef<const Expr *> Conditions, llvm::StringRef What,
+              std::vector<const Stmt *> Loops) {
+    Exit E;
     for (const Expr *Condition : Conditions)
-      Taint->culprits(Values, Condition, Local);
-    if (Local.empty())
+      Taint->culprits(Values, Condition, E.Local);
+    if (E.Local.empty())
       return;
-    std::vector<const Expr *> Targets;
-    for (const Expr *Value : Local) {
-      const Expr *Target = meanTarget(Value);
-      if (!Target) {
-        report(Values, At, Value, What);
-        return;
-      }
-      Targets.push_back(Target);
+    E.At = At;
+    E.What = What.str();
+    E.Loops = std::move(Loops);
+    for (const Expr *Value : E.Local) {
+      if (const Expr *Target = meanTarget(Value))
+        E.Targets.push_back(Target);
+      else if (!E.NoMean)
+        E.NoMean = Value;
     }
-    decideOnMeans(At, Targets, What);
+    Exits.push_back(std::move(E));
+  }
+
+  /// Where every rank-local value of an exit is a floating-point scalar,
+  /// each is replaced by its mean over the ranks: every rank then evaluates
+  /// the same conditions (left to right, each on values already shared), so
+  /// all leave the loop at the same step. Otherwise (a bool flag, an integer
+  /// from an environment) the ranks may take different numbers of steps:
+  /// every rank leaves the outermost loop around the exit that makes no
+  /// collective of the program's own through `ddp::join();` after it (and
+  /// before each return inside it), which lets the ranks that finish first
+  /// take part in the others' gradient all-reduces; a mean exit inside that
+  /// loop needs no mean then (its all-reduce would itself be a collective
+  /// whose count differs by rank). Where every such loop makes a collective
+  /// of its own, the exit is an error item naming it.
+  void resolveExits(const FunctionTaint &Values, const FunctionDecl *Function) {
+    if (Exits.empty())
+      return;
+    CollectiveFinder Collectives(*Context, *Oracle, Locator, Root,
+                                 programHasBatchNorm());
+    std::vector<const Stmt *> Joined;
+    std::map<const Stmt *, std::vector<const Exit *>> Groups;
+    for (const Exit &E : Exits) {
+      if (!E.NoMean)
+        continue;
+      const Stmt *Chosen = nullptr;
+      for (const Stmt *Loop : E.Loops)
+        if (followedByJoin(Loop, *Parents))
+          Chosen = Loop;
+      ProgramCollective Blocker;
+      const Stmt *Goto = nullptr;
+      for (auto Loop = E.Loops.rbegin(); !Chosen && Loop != E.Loops.rend();
+           ++Loop) {
+        Blocker =
+            Collectives.find(Function, *Loop, *Parents, containsReturn(*Loop));
+        Goto = Blocker ? nullptr : gotoOutOf(*Loop);
+        if (!Blocker && !Goto)
+          Chosen = *Loop;
+      }
+      if (!Chosen) {
+        report(Values, E.At, E.NoMean, E.What, Blocker, Goto);
+        continue;
+      }
+      if (!Groups.count(Chosen))
+        Joined.push_back(Chosen);
+      Groups[Chosen].push_back(&E);
+    }
+    for (const Exit &E : Exits) {
+      if (E.NoMean)
+        continue;
+      auto Group = llvm::find_if(
+          Joined, [&](const Stmt *Loop) { return encloses(Loop, E.At); });
+      if (Group == Joined.end())
+        decideOnMeans(E.At, E.Targets, E.What);
+      else
+        Groups[*Group].push_back(&E);
+    }
+    for (const Stmt *Loop : Joined)
+      join(Values, Loop, Groups[Loop]);
+  }
+
+  bool encloses(const Stmt *Outer, const Stmt *S) {
+    for (; S; S = Parents->getParent(S))
+      if (S == Outer)
+        return true;
+    return false;
+  }
+
+  static bool containsReturn(const Stmt *S) {
+    if (!S || isa<LambdaExpr>(S))
+      return false;
+    if (isa<ReturnStmt>(S))
+      return true;
+    for (const Stmt *Child : S->children())
+      if (containsReturn(Child))
+        return true;
+    return false;
+  }
+
+  /// Every rank leaves Loop through `ddp::join();`: the exits in it may
+  /// come at a different step on each rank.
+  void join(const FunctionTaint &Values, const Stmt *Loop,
+            llvm::ArrayRef<const Exit *> Group) {
+    Finding Anchor = Locator.make(*Context, SourceRange(Loop->getBeginLoc()),
+                                  "R12", "ddp-divergent-exit");
+    std::vector<FindingEdit> Edits;
+    if (Anchor.FilePath.empty() || Anchor.InMacro ||
+        !joinEdits(*Context, Locator, Anchor, Loop, *Parents, Edits)) {
+      for (const Exit *E : Group)
+        report(Values, E->At, E->NoMean ? E->NoMean : E->Local.front(), E->What,
+               {}, nullptr);
+      return;
+    }
+    std::string After = "after the loop " + loopHeader(*Context, Loop);
+    for (const Exit *E : Group) {
+      Finding F = Locator.make(*Context, SourceRange(E->At->getBeginLoc()),
+                               "R12", "ddp-divergent-exit");
+      if (F.FilePath.empty() || F.InMacro ||
+          !Seen.insert({F.FilePath, F.Offset, "divergent-exit"}).second)
+        continue;
+      F.Length = 0;
+      std::string Names;
+      for (const Expr *Value : E->Local)
+        Names += (Names.empty() ? "'" : ", '") + sourceText(Value) + "'";
+      F.Message = E->What + " depends on " + Names +
+                  ", computed from this rank's data only: each rank may take a "
+                  "different number of steps; 'ddp::join();' " +
+                  After +
+                  " lets the ranks that finish first take part in the others' "
+                  "gradient all-reduces until every rank is done";
+      F.Edits = Edits;
+      // A migrated return: its comment stands above the join before it.
+      const Stmt *Joined = joinRightBefore(E->At, *Parents);
+      Finding Note = reportNoteFor(
+          Joined ? Locator.make(*Context, SourceRange(Joined->getBeginLoc()),
+                                "", "")
+                 : F,
+          "uneven-steps-joined",
+          E->What + " depends on " + Names +
+              " of one rank, so each rank may take a different number of "
+              "steps: the ranks that finish first wait in ddp::join() " +
+              After +
+              ", and each update averages the gradients of the ranks that "
+              "took it");
+      if (!Edits.empty())
+        Findings.push_back(std::move(F));
+      Findings.push_back(std::move(Note));
+    }
   }
 
   static bool isFloatingScalar(QualType T) {
@@ -651,7 +818,8 @@ private:
   }
 
   void report(const FunctionTaint &Values, const Stmt *At, const Expr *Why,
-              llvm::StringRef What) {
+              llvm::StringRef What, const ProgramCollective &Blocker,
+              const Stmt *Goto) {
     Finding F = Locator.make(*Context, SourceRange(At->getBeginLoc()), "",
                              "ddp-divergent-exit");
     if (F.FilePath.empty() ||
@@ -662,11 +830,26 @@ private:
     F.Level = ReportLevel::Error;
     F.Length = 0;
     const Expr *Origin = Taint->origin(Values, Why);
+    // Why ddp::join() after the loop cannot make the ranks' different step
+    // counts right.
+    std::string Cannot;
+    if (Blocker)
+      Cannot = ", and ddp::join() after the loop cannot make that right: the "
+               "loop makes a collective of the program's own, " +
+               Blocker.What + " at " +
+               placeOf(*Context, Locator, Root, Blocker.At->getBeginLoc()) +
+               Blocker.Through +
+               ", which would run a different number of times on each rank";
+    else if (Goto)
+      Cannot = ", and a 'goto' at " +
+               placeOf(*Context, Locator, Root, Goto->getBeginLoc()) +
+               " leaves the loop past the ddp::join() it would need";
     F.NotRewrittenReason =
         (What + " depends on '" + sourceText(Why) +
          "', computed from this rank's data only: ranks would leave the loop "
-         "at different steps and the others hang in the next collective; "
-         "decide on a value passed through ddp::all_reduce (or "
+         "at different steps and the others hang in the next collective" +
+         Cannot +
+         "; decide on a value passed through ddp::all_reduce (or "
          "ddp::broadcast)")
             .str();
     F.Message = F.NotRewrittenReason;
@@ -677,6 +860,14 @@ private:
                            Where.Column,
                            "'" + sourceText(Why) + "' is computed here from '" +
                                sourceText(Origin) + "'"});
+    }
+    if (Blocker) {
+      Finding Where = Locator.make(
+          *Context, SourceRange(Blocker.At->getBeginLoc()), "", "");
+      if (!Where.FilePath.empty())
+        F.Notes.push_back(
+            {Where.FilePath, Where.Offset, Where.Line, Where.Column,
+             "the collective of the program's own: " + Blocker.What});
     }
     Findings.push_back(std::move(F));
   }
@@ -847,14 +1038,35 @@ private:
                ? std::string()
                : " (it cuts its batches by hand, but " + NotShardedWhy + ")") +
           "; shard it by ddp::rank()/ddp::world_size() or use a torch "
-          "dataset with ddp::make_data_loader";
+          "dataset with ddp::make_data_loader" +
+          rolloutsAdvice(Loop);
       F.Message = F.NotRewrittenReason;
       Findings.push_back(std::move(F));
     }
   }
 
+  /// For a loop that draws its own experience (an agent's rollouts): every
+  /// rank draws the same (a fixed seed, the default seeds, or a seed R13
+  /// shares), so every rank does the same work; --rollouts-per-rank (R16)
+  /// gives each rank its own.
+  std::string rolloutsAdvice(const Stmt *Loop) {
+    const Stmt *Outer = outermostLoop(Loop, *Parents);
+    Draws Found = drawsOf(Context->getSourceManager(), Outer ? Outer : Loop);
+    if (!Found.Random)
+      return "";
+    std::string Seed = fixedSeedOf(*Context, Locator, Root, Found);
+    return "; this loop draws its own experience from random streams " +
+           (Seed.empty() ? std::string("that are the same on every rank")
+                         : "seeded identically on every rank (" + Seed + ")") +
+           ", so every rank plays the same episodes and does the same work: "
+           "no speed-up; with --rollouts-per-rank each rank collects its own "
+           "experience and each update averages N ranks' minibatches";
+  }
+
   FindingList &Findings;
   FindingLocator Locator;
+  std::string Root;
+  std::vector<Exit> Exits;
   ASTContext *Context = nullptr;
   ASTContext *State = nullptr;
   std::unique_ptr<TrainingOracle> Oracle;
@@ -870,7 +1082,8 @@ const RuleInfo DivergentExitRows[] = {
     {"R12", "ddp-divergent-exit",
      "a loop exit or return decided by one rank's data (ranks diverge "
      "and hang) decides on the value's mean over the ranks where it is a "
-     "floating-point scalar"},
+     "floating-point scalar; otherwise every rank leaves the loop through "
+     "ddp::join()"},
 };
 } // namespace
 

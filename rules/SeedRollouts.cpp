@@ -12,7 +12,12 @@
 // loop draws from, while the wrapped models' gradients are averaged as
 // always. One optimizer step then learns from N ranks' experience: the
 // samples per update are multiplied by N, which changes what one update sees
-// (hence opt-in); the report note `rollouts-per-rank` says so.
+// (hence opt-in); the report note `rollouts-per-rank` says so. Each rank's
+// episodes have lengths of their own, so the ranks may take different
+// numbers of steps: `ddp::join();` goes after the episode loop (the
+// outermost loop around the one that trains, where the reseeding goes too)
+// and before each return inside it. An episode loop that makes a collective
+// of the program's own (analyses/UnevenSteps.h) keeps its rollouts.
 //
 // It applies exactly where R12 notes a training loop whose data are not
 // sharded (its note's key `unsharded-loop:`), replaces that note
@@ -26,12 +31,15 @@
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/MetricLoops.h"
 #include "ddpify/Registry.h"
+#include "ddpify/UnevenSteps.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMap.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
 #include "clang/Basic/SourceManager.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include <functional>
+#include <memory>
 #include <set>
 
 using namespace clang;
@@ -43,138 +51,10 @@ namespace {
 constexpr llvm::StringLiteral Rule = "R16";
 constexpr llvm::StringLiteral ReportId = "rollouts-per-rank";
 
-bool isLoop(const Stmt *S) {
-  return isa<ForStmt, WhileStmt, DoStmt, CXXForRangeStmt>(S);
-}
-
-/// A standard random engine (std::mt19937, std::default_random_engine, ...).
-bool isStandardEngine(QualType T) {
-  const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
-  if (!Record)
-    return false;
-  std::string Name = Record->getQualifiedNameAsString();
-  return Name == "std::mersenne_twister_engine" ||
-         Name == "std::linear_congruential_engine" ||
-         Name == "std::subtract_with_carry_engine" ||
-         Name == "std::discard_block_engine" ||
-         Name == "std::independent_bits_engine" ||
-         Name == "std::shuffle_order_engine";
-}
-
-bool isStandardDistribution(QualType T) {
-  const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
-  if (!Record)
-    return false;
-  std::string Name = Record->getQualifiedNameAsString();
-  return llvm::StringRef(Name).starts_with("std::") &&
-         llvm::StringRef(Name).ends_with("_distribution");
-}
-
-/// What a loop draws: whether it samples random numbers at all, and the
-/// standard engines (locals and globals) it draws from by name.
-struct Draws {
-  bool Random = false;
-  std::vector<const VarDecl *> Engines;
-  std::set<std::string> MemberEngines;
-  std::set<std::string> ReferencedEngines;
-};
-
-class DrawFinder {
-public:
-  DrawFinder(const SourceManager &SM, Draws &Found) : SM(SM), Found(Found) {}
-
-  void visit(const Stmt *S) {
-    if (!S || isa<LambdaExpr>(S))
-      return;
-    if (const auto *Call = dyn_cast<CallExpr>(S))
-      visitCall(Call);
-    if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
-      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
-        noteVariable(Var);
-    if (const auto *Member = dyn_cast<MemberExpr>(S))
-      if (isStandardEngine(Member->getType())) {
-        // A reference member is bound to an engine the program made (an
-        // environment holding the program's generator), a value member is
-        // the object's own.
-        if (Member->getMemberDecl()->getType()->isReferenceType())
-          Found.ReferencedEngines.insert(
-              Member->getMemberDecl()->getNameAsString());
-        else
-          Found.MemberEngines.insert(
-              Member->getMemberDecl()->getNameAsString());
-      }
-    for (const Stmt *Child : S->children())
-      visit(Child);
-  }
-
-private:
-  void noteVariable(const VarDecl *Var) {
-    if (!(Var->hasGlobalStorage() || Var->isLocalVarDecl()))
-      return;
-    if (isStandardEngine(Var->getType())) {
-      if (llvm::find(Found.Engines, Var) == Found.Engines.end())
-        Found.Engines.push_back(Var);
-      return;
-    }
-    // An object the loop uses that was built from an engine
-    // (`CartPole env(rng);`): it may draw from that engine.
-    if (!Var->getType()->getAsCXXRecordDecl() || !Seen.insert(Var).second)
-      return;
-    if (const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(
-            stripParensAndImplicit(Var->getInit())))
-      for (const Expr *Argument : Construct->arguments())
-        if (const auto *Ref =
-                dyn_cast<DeclRefExpr>(stripParensAndImplicit(Argument)))
-          if (const auto *Engine = dyn_cast<VarDecl>(Ref->getDecl()))
-            if (isStandardEngine(Engine->getType()))
-              noteVariable(Engine);
-  }
-
-  void visitCall(const CallExpr *Call) {
-    const FunctionDecl *Callee = Call->getDirectCallee();
-    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call))
-      if (Op->getOperator() == OO_Call &&
-          (isStandardDistribution(Op->getArg(0)->getType()) ||
-           isStandardEngine(Op->getArg(0)->getType())))
-        Found.Random = true;
-    if (!Callee || !Callee->getIdentifier())
-      return;
-    llvm::StringRef Short = Callee->getName();
-    std::string Qualified = Callee->getQualifiedNameAsString();
-    llvm::StringRef Name = Qualified;
-    // torch::multinomial, torch::rand*, torch::normal, torch::bernoulli,
-    // torch::poisson, and the same as Tensor methods (x.uniform_(), ...).
-    bool TorchName = Name.starts_with("torch::") || Name.starts_with("at::");
-    if (TorchName &&
-        (Short.starts_with("rand") || Short == "normal" ||
-         Short == "bernoulli" || Short == "multinomial" || Short == "poisson"))
-      Found.Random = true;
-    if (isa<CXXMethodDecl>(Callee) && TorchName &&
-        (Short == "uniform_" || Short == "normal_" || Short == "bernoulli_" ||
-         Short == "random_" || Short == "exponential_" ||
-         Short == "geometric_" || Short == "cauchy_" || Short == "log_normal_"))
-      Found.Random = true;
-    if (Name == "rand" || Name == "std::rand" || Name == "random")
-      Found.Random = true;
-    // The program's own functions (an environment's step(), a policy's
-    // act()): what they draw, the loop draws.
-    const FunctionDecl *Definition = nullptr;
-    if (Callee->hasBody(Definition) && Definition &&
-        !SM.isInSystemHeader(Definition->getLocation()) &&
-        Visited.insert(Definition).second && Visited.size() < 64)
-      visit(Definition->getBody());
-  }
-
-  const SourceManager &SM;
-  Draws &Found;
-  llvm::SmallPtrSet<const FunctionDecl *, 16> Visited;
-  llvm::SmallPtrSet<const VarDecl *, 16> Seen;
-};
-
 class SeedRollouts : public MatcherModule, public MatchFinder::MatchCallback {
 public:
   SeedRollouts(FindingList &Findings, llvm::StringRef ProjectRoot)
-      : Findings(Findings), Locator(ProjectRoot) {}
+      : Findings(Findings), Locator(ProjectRoot), Root(ProjectRoot.str()) {}
 
   void registerMatchers(MatchFinder &Finder) override {
     Finder.addMatcher(functionDecl(isDefinition()).bind("function"), this);
@@ -209,6 +89,10 @@ public:
     if (!Function || !Function->getBody() || Function->isDependentContext() ||
         Context->getSourceManager().isInSystemHeader(Function->getLocation()))
       return;
+    if (OracleOf != Context) {
+      Oracle = std::make_unique<TrainingOracle>(*Context);
+      OracleOf = Context;
+    }
     ParentMap Parents(Function->getBody());
     std::vector<const CallExpr *> Calls;
     collectBackwardCalls(Function->getBody(), Calls);
@@ -216,10 +100,10 @@ public:
       const Stmt *Loop = nullptr;
       for (const Stmt *S = Parents.getParent(Call); S && !Loop;
            S = Parents.getParent(S))
-        if (isLoop(S))
+        if (isLoopStatement(S))
           Loop = S;
       if (Loop)
-        consider(Loop, Parents);
+        consider(Function, Loop, Parents);
     }
   }
 
@@ -229,8 +113,10 @@ public:
     for (Finding &F : Pending) {
       if (HasBatchNorm && !F.RuleId.empty())
         continue; // the reseeding edit
-      if (HasBatchNorm)
-        keepRollouts(F);
+      if (HasBatchNorm && !F.Provides.empty())
+        keepRollouts(F, "the program has BatchNorm layers, which synchronise "
+                        "every forward pass across the ranks, and episodes of "
+                        "different lengths on each rank would hang the job");
       Findings.push_back(std::move(F));
     }
     Pending.clear();
@@ -260,34 +146,88 @@ private:
            Callee->getQualifiedNameAsString() == "ddp::reseed_per_rank";
   }
 
-  void consider(const Stmt *Loop, ParentMap &Parents) {
+  /// Loop: the innermost loop around a backward pass (R12's note is on it);
+  /// the reseeding goes before the outermost loop around it (the episodes),
+  /// and every rank leaves that one through ddp::join(): each rank's
+  /// episodes have lengths of their own, so the ranks may take different
+  /// numbers of steps.
+  void consider(const FunctionDecl *Function, const Stmt *Loop,
+                ParentMap &Parents) {
     const SourceManager &SM = Context->getSourceManager();
     Finding F =
         Locator.make(*Context, SourceRange(Loop->getBeginLoc()), Rule, "");
     if (F.FilePath.empty() || F.InMacro ||
         !Done.insert({F.FilePath, F.Offset}).second)
       return;
-    Draws Found;
-    DrawFinder(SM, Found).visit(Loop);
+    const Stmt *Outer = outermostLoop(Loop, Parents);
+    Finding Edit =
+        Locator.make(*Context, SourceRange(Outer->getBeginLoc()), Rule, "");
+    if (Edit.FilePath != F.FilePath || Edit.InMacro)
+      return;
+    Draws Found = drawsOf(SM, Outer);
     if (!Found.Random)
       return;
     std::string Where = locationKey(F);
     F.Requires = {"unsharded-loop:" + Where};
+    Edit.Requires = F.Requires;
+    bool FirstOfOuter = DoneOuter.insert({Edit.FilePath, Edit.Offset}).second;
 
     // Already migrated: the reseeding statements stand right before it, and
     // the note above them.
     std::vector<std::string> Statements;
-    const Stmt *Reseeds = reseedsBefore(Loop, Parents);
+    const Stmt *Reseeds = reseedsBefore(Outer, Parents);
     if (!Reseeds) {
       Statements.push_back("ddp::reseed_per_rank();");
       for (const VarDecl *Engine : Found.Engines)
         if (SM.isBeforeInTranslationUnit(Engine->getLocation(),
-                                         Loop->getBeginLoc()) &&
-            !SM.isBeforeInTranslationUnit(Loop->getBeginLoc(),
+                                         Outer->getBeginLoc()) &&
+            !SM.isBeforeInTranslationUnit(Outer->getBeginLoc(),
                                           Engine->getLocation()))
           Statements.push_back("ddp::reseed_per_rank(" +
                                Engine->getNameAsString() + ");");
     }
+    Finding Note = reportNoteFor(
+        Reseeds ? Locator.make(*Context, SourceRange(Reseeds->getBeginLoc()),
+                               Rule, "")
+                : Edit,
+        ReportId, "");
+    Note.Provides = "sharded-loop:" + Where;
+    Note.Requires = F.Requires;
+
+    // A collective of the program's own whose count would differ by rank
+    // once each rank plays its own episodes: the rollouts stay as they are.
+    bool Returns = false;
+    std::function<void(const Stmt *)> FindReturns = [&](const Stmt *S) {
+      if (!S || isa<LambdaExpr>(S))
+        return;
+      Returns |= isa<ReturnStmt>(S);
+      for (const Stmt *Child : S->children())
+        FindReturns(Child);
+    };
+    FindReturns(Outer);
+    CollectiveFinder Collectives(*Context, *Oracle, Locator, Root,
+                                 /*HasBatchNorm=*/false);
+    std::string Blocker;
+    if (!Reseeds || !followedByJoin(Outer, Parents)) {
+      if (ProgramCollective Found =
+              Collectives.find(Function, Outer, Parents, Returns))
+        Blocker = "the loop makes a collective of the program's own, " +
+                  Found.What + " at " +
+                  placeOf(*Context, Locator, Root, Found.At->getBeginLoc()) +
+                  Found.Through + ", whose number would then differ by rank";
+      else if (const Stmt *Goto = gotoOutOf(Outer))
+        Blocker = "a 'goto' at " +
+                  placeOf(*Context, Locator, Root, Goto->getBeginLoc()) +
+                  " leaves the loop past the ddp::join() it would need";
+    }
+    if (!Blocker.empty()) {
+      keepRollouts(Note, "episodes of different lengths on each rank take "
+                         "different numbers of steps, and " +
+                             Blocker);
+      Pending.push_back(std::move(Note));
+      return;
+    }
+
     // Reference members stand for engines the program passed in; without
     // one passed in, they are engines ddpify cannot name either.
     if (Found.Engines.empty())
@@ -296,65 +236,73 @@ private:
     std::string Members;
     for (const std::string &Name : Found.MemberEngines)
       Members += (Members.empty() ? "'" : ", '") + Name + "'";
-    std::string Reason =
+    Note.NotRewrittenReason =
         "each rank collects its own rollouts (--rollouts-per-rank): "
         "ddp::reseed_per_rank() before this loop gives every rank but rank 0 "
-        "its own random streams, so each optimizer step averages the "
-        "gradients of every rank's episodes: the samples per update are "
-        "multiplied by the number of processes, and what the loop counts "
-        "and prints is rank 0's own experience" +
+        "its own random streams, so each rank collects its own experience "
+        "and each optimizer step averages the gradients of N ranks' "
+        "minibatches: the samples per update are multiplied by the number of "
+        "processes, and what the loop counts and prints is rank 0's own "
+        "experience; each rank's episodes have lengths of their own, so the "
+        "ranks may take different numbers of steps: the ranks that finish "
+        "first wait in ddp::join() after the loop, and each update averages "
+        "the ranks that took it" +
         (Members.empty()
              ? std::string()
              : "; the standard engine(s) " + Members +
                    " inside the program's objects keep one stream on every "
                    "rank: seed them with ddp::rank() by hand");
-    Finding Note = reportNoteFor(
-        Reseeds ? Locator.make(*Context, SourceRange(Reseeds->getBeginLoc()),
-                               Rule, "")
-                : F,
-        ReportId, Reason);
-    Note.Provides = "sharded-loop:" + Where;
-    Note.Requires = F.Requires;
-    if (!Statements.empty()) {
-      bool StartsLine = false;
-      std::string Indent = indentationOf(SM, Loop->getBeginLoc(), StartsLine);
-      std::string Text;
-      for (const std::string &Statement : Statements)
-        Text += StartsLine ? Statement + "\n" + Indent : Statement + " ";
-      F.Length = 0;
-      F.replaceRangeWith(Text);
-      F.Message = "the rollouts of this loop are drawn per rank: '" +
-                  Statements.front() + "' before it";
-      Pending.push_back(std::move(F));
+    Note.Message = Note.NotRewrittenReason;
+    if (FirstOfOuter) {
+      if (!Statements.empty()) {
+        bool StartsLine = false;
+        std::string Indent =
+            indentationOf(SM, Outer->getBeginLoc(), StartsLine);
+        std::string Text;
+        for (const std::string &Statement : Statements)
+          Text += StartsLine ? Statement + "\n" + Indent : Statement + " ";
+        Edit.Length = 0;
+        Edit.replaceRangeWith(Text);
+        Edit.Message = "the rollouts of this loop are drawn per rank: '" +
+                       Statements.front() + "' before it";
+      }
+      if (!joinEdits(*Context, Locator, Edit, Outer, Parents, Edit.Edits))
+        return;
+      if (Edit.Message.empty())
+        Edit.Message = "each rank's episodes have lengths of their own: "
+                       "'ddp::join();' after the loop";
+      if (!Edit.Edits.empty())
+        Pending.push_back(std::move(Edit));
     }
     Pending.push_back(std::move(Note));
   }
 
   /// The note of a loop whose rollouts stay as they are; R12's note on the
   /// loop stays too.
-  static void keepRollouts(Finding &F) {
+  static void keepRollouts(Finding &F, const std::string &Why) {
     F.Provides.clear();
     F.NotRewrittenReason =
-        "the rollouts stay the same on every rank (--rollouts-per-rank): the "
-        "program has BatchNorm layers, which synchronise every forward pass "
-        "across the ranks, and episodes of different lengths on each rank "
-        "would hang the job";
+        "the rollouts stay the same on every rank (--rollouts-per-rank): " +
+        Why;
     F.Message = F.NotRewrittenReason;
   }
 
   FindingList &Findings;
   FindingLocator Locator;
+  std::string Root;
   ASTContext *Context = nullptr;
+  const ASTContext *OracleOf = nullptr;
+  std::unique_ptr<TrainingOracle> Oracle;
   bool HasBatchNorm = false;
   std::vector<Finding> Pending;
-  std::set<std::pair<std::string, unsigned>> Done;
+  std::set<std::pair<std::string, unsigned>> Done, DoneOuter;
 };
 
 const RuleInfo SeedRolloutsRows[] = {
     {Rule, "",
      "with --rollouts-per-rank: each rank collects its own rollouts "
      "(ddp::reseed_per_rank before a training loop that draws its own "
-     "experience)"},
+     "experience, ddp::join() after it)"},
 };
 } // namespace
 
