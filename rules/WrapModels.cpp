@@ -100,6 +100,57 @@ const ValueDecl *modelDeclOf(const Expr *E) {
   return nullptr;
 }
 
+/// The node of E that names a model, as modelDeclOf walks to it: the
+/// DeclRefExpr or MemberExpr of `model`, `model->`, `*net`, `model.ptr()`,
+/// ...; nullptr where modelDeclOf finds none.
+const Expr *modelNameOf(const Expr *E) {
+  for (int Depth = 0; E && Depth < 12; ++Depth) {
+    E = skipImplicit(E);
+    if (isa<DeclRefExpr>(E) || isa<MemberExpr>(E))
+      return modelDeclOf(E) ? E : nullptr;
+    const Expr *Next = nullptr;
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E))
+      Next = Op->getNumArgs() == 1 ? Op->getArg(0) : nullptr;
+    else if (const auto *Unary = dyn_cast<UnaryOperator>(E))
+      Next = Unary->getSubExpr();
+    else if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E))
+      Next = Member->getImplicitObjectArgument();
+    else if (const auto *Call = dyn_cast<CallExpr>(E))
+      Next = Call->getNumArgs() == 1 ? Call->getArg(0) : nullptr;
+    else if (const auto *Construct = dyn_cast<CXXConstructExpr>(E))
+      Next = Construct->getNumArgs() == 1 ? Construct->getArg(0) : nullptr;
+    if (!Next || !modelDeclOf(E))
+      return nullptr;
+    E = Next;
+  }
+  return nullptr;
+}
+
+bool isModuleType(QualType Type);
+
+/// The model whose parameters() (or a part's) a call's object names: for a
+/// part reached through a named model (`network->fc1`, `model.fc1`,
+/// `agent.net->fc1`: a module member of a module), the whole named model
+/// (`network`, `model`, `agent.net`), with Part set; else the object's own
+/// name (modelNameOf). A part of `this` stays the part: the class's own
+/// constructors wrap it.
+const Expr *trainedModelName(const Expr *Object, bool &Part) {
+  Part = false;
+  const Expr *Name = modelNameOf(Object);
+  for (int Depth = 0; Name && Depth < 8; ++Depth) {
+    const auto *Member = dyn_cast<MemberExpr>(Name);
+    if (!Member || !Member->getBase() ||
+        !isModuleType(Member->getBase()->getType()))
+      break;
+    const Expr *Whole = modelNameOf(Member->getBase());
+    if (!Whole)
+      break;
+    Name = Whole;
+    Part = true;
+  }
+  return Name;
+}
+
 /// The `this` a member call on the module itself is made on: `parameters()`,
 /// `this->parameters()`, `(*this).parameters()`; nullptr for anything else.
 const CXXThisExpr *thisOf(const Expr *E) {
@@ -360,6 +411,11 @@ private:
     const ValueDecl *Decl = nullptr;
     /// A parameters() call reaching its optimizer: where a report goes.
     const CXXMemberCallExpr *Site = nullptr;
+    /// The expression naming the model at Site (`network` in
+    /// `network->fc1->parameters()`).
+    const Expr *Name = nullptr;
+    /// Whether Site's parameters() are those of a part of the model.
+    bool Part = false;
   };
 
   /// A module class whose own parameters() reach an optimizer, per function
@@ -605,7 +661,15 @@ private:
     Roots.clear();
     SelfRoots.clear();
     for (const CXXMemberCallExpr *Call : ParamCalls) {
-      const ValueDecl *Model = modelDeclOf(Call->getImplicitObjectArgument());
+      bool Part = false;
+      const Expr *Name =
+          trainedModelName(Call->getImplicitObjectArgument(), Part);
+      const ValueDecl *Model = Name ? modelDeclOf(Name) : nullptr;
+      // A model a part of which is wrapped by hand is the program's to
+      // wrap: a wrapper over the whole would all-reduce that part's
+      // gradients twice (an error at run time).
+      if (Part && partWrappedByHand(Model))
+        continue;
       const CXXThisExpr *This =
           Model ? nullptr : thisOf(Call->getImplicitObjectArgument());
       if (!Model && !This)
@@ -625,8 +689,20 @@ private:
       for (const Root &R : Roots)
         Known |= R.Decl == Model;
       if (!Known)
-        Roots.push_back({Model, Call});
+        Roots.push_back({Model, Call, Name, Part});
     }
+  }
+
+  /// Whether a wrap written in the program covers a member of Model's module
+  /// class (`ddp::distribute(network->fc1)`).
+  bool partWrappedByHand(const ValueDecl *Model) const {
+    const CXXRecordDecl *Class =
+        Model ? moduleClassOf(Model->getType()) : nullptr;
+    for (const ValueDecl *Decl : Wrapped)
+      if (const auto *Field = dyn_cast<FieldDecl>(Decl))
+        if (Class && Field->getParent() == Class)
+          return true;
+    return false;
   }
 
   /// A module class that trains its own parameters (`optimizer(parameters(),
@@ -1534,23 +1610,25 @@ private:
   bool wrapAtOptimizer(const ValueDecl *Model, std::string Wrapped,
                        const Root &Owner) {
     const CXXMemberCallExpr *Site = Owner.Site;
-    const ValueDecl *Object =
-        Site ? modelDeclOf(Site->getImplicitObjectArgument()) : nullptr;
+    const ValueDecl *Object = Owner.Name ? modelDeclOf(Owner.Name) : nullptr;
     if (!Object || Site->getBeginLoc().isMacroID() ||
-        Site->getEndLoc().isMacroID())
+        Site->getEndLoc().isMacroID() ||
+        Owner.Name->getBeginLoc().isMacroID() ||
+        Owner.Name->getEndLoc().isMacroID())
       return false;
-    if (canonical(Object) != canonical(Model)) {
-      // A copy the model was handed on to (a constructor's parameter kept
-      // in a member, `encoder_(std::move(encoder))`): the same module,
-      // wrapped at the copy's parameters() call.
-      std::vector<const ValueDecl *> Aliases =
-          reachable(canonical(Model), /*Forward=*/true);
-      std::string Placed;
-      if (!llvm::is_contained(Aliases, canonical(Object)) ||
-          !spellModel(Object->getType(), Object->getName().str(), Placed,
-                      Wrapped))
-        return false;
-    }
+    // A copy the model was handed on to (a constructor's parameter kept in a
+    // member, `encoder_(std::move(encoder))`) is the same module, wrapped at
+    // the copy's parameters() call.
+    if (canonical(Object) != canonical(Model) &&
+        !llvm::is_contained(reachable(canonical(Model), /*Forward=*/true),
+                            canonical(Object)))
+      return false;
+    // The model as the call spells it (`network`, `agent.net`,
+    // `this->net_`), so the wrap names what is in scope there.
+    std::string Placed;
+    if (!spellModel(Object->getType(), text(Owner.Name->getSourceRange()),
+                    Placed, Wrapped))
+      return false;
     Finding F =
         Locator.make(*Context, Site->getSourceRange(), "R6", checkName());
     if (F.FilePath.empty())
@@ -1576,14 +1654,21 @@ private:
     }
     std::string Call = "ddp::distributed_parameters(" + Wrapped +
                        (Device.empty() ? "" : ", " + Device) + ")";
+    std::string Edit = Call;
+    // A part's parameters (`network->fc1->parameters()`): the whole model is
+    // placed and wrapped, once, and the optimizer still gets the part's.
+    if (Owner.Part)
+      Edit = "(" + Call + ", " + text(Site->getSourceRange()) + ")";
     F.Message = "trained model '" + Model->getName().str() +
                 "' gets no gradient averaging across processes and is not "
                 "placed on a device, and no statement can come before its "
                 "optimizer is built; '" +
                 Call +
-                "' places it, wraps it and gives the optimizer its "
-                "parameters";
-    F.Edits.push_back({F.Offset, F.Length, Call});
+                (Owner.Part ? "' places and wraps the whole model before "
+                              "the optimizer gets its part's parameters"
+                            : "' places it, wraps it and gives the optimizer "
+                              "its parameters");
+    F.Edits.push_back({F.Offset, F.Length, Edit});
     Findings.push_back(std::move(F));
     return true;
   }
