@@ -275,6 +275,13 @@ private:
         Pending.push_back(std::move(Edit));
     }
     Pending.push_back(std::move(Note));
+    // The fact R13 reads (rules/SharedSeed.cpp): the seeds that feed this
+    // program's rollouts become per rank (ddp::rollout_seed). A rule id, so
+    // that a program with BatchNorm, whose rollouts stay, drops it too.
+    Finding Fact;
+    Fact.RuleId = Rule.str();
+    Fact.Provides = "option:rollouts-per-rank";
+    Pending.push_back(std::move(Fact));
   }
 
   /// The note of a loop whose rollouts stay as they are; R12's note on the

@@ -1,5 +1,7 @@
 // Input of R13.test: seeds drawn at run time, in the places programs draw
 // them, and seeds that must stay each process's own.
+#include "augment.h"
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -27,8 +29,8 @@ struct Noisy : torch::data::datasets::Dataset<Noisy> {
   torch::Tensor x_;
 };
 
-// A helper called once per epoch: its seed is not shared (a collective per
-// call of a helper called in a loop could hang).
+// A helper called once per epoch, outside the loop over batches: every rank
+// draws it alike, shared.
 std::vector<float> jitter(size_t n) {
   std::default_random_engine engine(static_cast<unsigned>(time(nullptr)));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -129,4 +131,14 @@ int main() {
             << '\n';
   Noisy data(x);
   std::cout << data.get(0).data.sum().item<float>() << '\n';
+  std::cout << noise_table(4).size() << '\n';
+  // A loop over a loader: the helper it calls per batch draws each rank's own.
+  auto loader = torch::data::make_data_loader(
+      Synthetic(32).map(torch::data::transforms::Stack<>()), 8);
+  for (auto &batch : *loader) {
+    opt.zero_grad();
+    torch::mse_loss(model->forward(augment(batch.data)), batch.target)
+        .backward();
+    opt.step();
+  }
 }
