@@ -212,6 +212,22 @@ std::set<const torch::autograd::Node*>& registry() {
   return nodes;
 }
 
+// ddp::join() where nothing may throw (a destructor, exit): its failure
+// ends the job with one line. Skipped while an exception unwinds or the job
+// is already failing: the peers may never join.
+void join_or_end_job() noexcept {
+  if (std::uncaught_exceptions() > 0 || job_is_failing()) {
+    return;
+  }
+  try {
+    ddp::join();
+  } catch (const CollectiveError& e) {
+    end_job(describe(e), FailureKind::kCollective);
+  } catch (const std::exception& e) {
+    end_job(describe(e), FailureKind::kException);
+  }
+}
+
 } // namespace
 
 class Reducer;
@@ -317,16 +333,8 @@ public:
   // A wrapper that ends while peers may still step joins them first (its
   // own backward passes among theirs), as ddp::join() does.
   void join_at_end() noexcept {
-    if (!active() || end_checked_ || std::uncaught_exceptions() > 0 ||
-        job_is_failing()) {
-      return;
-    }
-    try {
-      ddp::join();
-    } catch (const CollectiveError& e) {
-      end_job(describe(e), FailureKind::kCollective);
-    } catch (const std::exception& e) {
-      end_job(describe(e), FailureKind::kException);
+    if (active() && !end_checked_) {
+      join_or_end_job();
     }
   }
 
@@ -1350,15 +1358,7 @@ void report_live_reducers_at_exit() {
 void check_live_wrappers_at_end() {
   // Peers that still step are joined first (their wrappers' backward
   // passes), so that every rank reaches the checks below together.
-  if (!job_is_failing() && std::uncaught_exceptions() == 0) {
-    try {
-      ddp::join();
-    } catch (const CollectiveError& e) {
-      end_job(describe(e), FailureKind::kCollective);
-    } catch (const std::exception& e) {
-      end_job(describe(e), FailureKind::kException);
-    }
-  }
+  join_or_end_job();
   for (Reducer* reducer : live_reducers_in_order()) {
     reducer->check_at_end();
   }
