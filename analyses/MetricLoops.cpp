@@ -756,6 +756,34 @@ void collectBackwardCalls(const Stmt *S, std::vector<const CallExpr *> &Out) {
     collectBackwardCalls(Child, Out);
 }
 
+static bool containsLoop(const Stmt *S) {
+  if (!S)
+    return false;
+  if (isa<ForStmt, WhileStmt, DoStmt, CXXForRangeStmt>(S))
+    return true;
+  for (const Stmt *Child : S->children())
+    if (containsLoop(Child))
+      return true;
+  return false;
+}
+
+void collectTrainingCalls(const Stmt *S, TrainingOracle &Oracle,
+                          std::vector<const CallExpr *> &Out) {
+  if (!S || isa<LambdaExpr>(S))
+    return;
+  if (const auto *Call = dyn_cast<CallExpr>(S)) {
+    const FunctionDecl *Definition = nullptr;
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    if (isBackwardCall(Call) ||
+        (Callee && Callee->hasBody(Definition) && Definition &&
+         Oracle.functionTrains(Definition) &&
+         !containsLoop(Definition->getBody())))
+      Out.push_back(Call);
+  }
+  for (const Stmt *Child : S->children())
+    collectTrainingCalls(Child, Oracle, Out);
+}
+
 bool isBackwardCall(const CallExpr *Call) {
   if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
     if (const CXXMethodDecl *Method = Member->getMethodDecl())

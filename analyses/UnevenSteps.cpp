@@ -5,6 +5,7 @@
 #include "ddpify/SourceLines.h"
 #include "ddpify/Work.h"
 #include "clang/AST/ExprCXX.h"
+#include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/Lexer.h"
 #include "llvm/Support/Path.h"
@@ -16,6 +17,86 @@ namespace ddpify {
 
 bool isLoopStatement(const Stmt *S) {
   return isa<ForStmt, WhileStmt, DoStmt, CXXForRangeStmt>(S);
+}
+
+/// A call whose value differs by process: a draw from std::random_device,
+/// the time, a clock, the process id.
+bool isRunTimeSource(const Expr *E) {
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
+    if (Op->getOperator() != OO_Call || Op->getNumArgs() < 1)
+      return false;
+    const CXXRecordDecl *Record =
+        Op->getArg(0)->getType().getNonReferenceType()->getAsCXXRecordDecl();
+    return Record && Record->getQualifiedNameAsString() == "std::random_device";
+  }
+  const auto *Call = dyn_cast<CallExpr>(E);
+  const FunctionDecl *Callee = Call ? Call->getDirectCallee() : nullptr;
+  if (!Callee || !Callee->getIdentifier())
+    return false;
+  std::string Name = Callee->getQualifiedNameAsString();
+  if (Name == "time" || Name == "std::time" || Name == "clock" ||
+      Name == "std::clock" || Name == "getpid")
+    return true;
+  // std::chrono::system_clock::now() and the other clocks.
+  return Callee->getName() == "now" &&
+         llvm::StringRef(Name).starts_with("std::chrono::");
+}
+
+/// Whether E draws a value that differs by process, directly, through the
+/// initialisers of the local variables it reads, or through what a helper
+/// of the program returns (`make_seed()`); Shared when it already goes
+/// through ddp::shared_seed or ddp::rollout_seed.
+bool drawsRunTimeSeed(const Expr *E, bool &Shared, int Depth) {
+  if (!E || Depth > 4)
+    return false;
+  if (const auto *Call = dyn_cast<CallExpr>(E))
+    if (const FunctionDecl *Callee = Call->getDirectCallee()) {
+      std::string Name = Callee->getQualifiedNameAsString();
+      if (Name == "ddp::shared_seed" || Name == "ddp::rollout_seed") {
+        Shared = true;
+        return false;
+      }
+    }
+  if (isRunTimeSource(E))
+    return true;
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+    if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+      if (Var->isLocalVarDecl() && Var->getInit())
+        return drawsRunTimeSeed(Var->getInit(), Shared, Depth + 1);
+  if (isa<LambdaExpr>(E))
+    return false;
+  // A helper of the program that returns a seed it draws: wrapped at the
+  // call (`gen(ddp::shared_seed(make_seed()))`).
+  if (const auto *Call = dyn_cast<CallExpr>(E)) {
+    const FunctionDecl *Definition = nullptr;
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    if (Callee && !isa<CXXMethodDecl>(Callee) && Callee->hasBody(Definition) &&
+        Definition->getReturnType()->isIntegerType() &&
+        !Definition->getASTContext().getSourceManager().isInSystemHeader(
+            Definition->getLocation())) {
+      class Returns : public RecursiveASTVisitor<Returns> {
+      public:
+        bool VisitReturnStmt(ReturnStmt *Return) {
+          if (Return->getRetValue())
+            Values.push_back(Return->getRetValue());
+          return true;
+        }
+        bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+        std::vector<const Expr *> Values;
+      } Visitor;
+      Visitor.TraverseStmt(Definition->getBody());
+      bool InnerShared = false;
+      for (const Expr *Value : Visitor.Values)
+        if (drawsRunTimeSeed(Value, InnerShared, Depth + 1))
+          return true;
+      return false;
+    }
+  }
+  for (const Stmt *Child : E->children())
+    if (const auto *ChildExpr = dyn_cast_or_null<Expr>(Child))
+      if (drawsRunTimeSeed(ChildExpr, Shared, Depth))
+        return true;
+  return false;
 }
 
 bool isStandardEngine(QualType T) {

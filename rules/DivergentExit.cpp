@@ -93,17 +93,6 @@ bool isItemCall(const Expr *E) {
          isTensorType(QualType(Method->getParent()->getTypeForDecl(), 0));
 }
 
-bool containsLoop(const Stmt *S) {
-  if (!S)
-    return false;
-  if (isLoop(S))
-    return true;
-  for (const Stmt *Child : S->children())
-    if (containsLoop(Child))
-      return true;
-  return false;
-}
-
 bool containsCollective(const Stmt *S) {
   if (!S)
     return false;
@@ -961,34 +950,9 @@ private:
     return false;
   }
 
-  /// A function of the user's that trains one step and loops over nothing:
-  /// the loop calling it is the training loop (one that loops may fetch its
-  /// own data).
-  bool isStepHelper(const FunctionDecl *Callee) {
-    const FunctionDecl *Definition = nullptr;
-    if (!Callee->hasBody(Definition) || !Definition ||
-        !Oracle->functionTrains(Definition))
-      return false;
-    return !containsLoop(Definition->getBody());
-  }
-
-  /// The calls that train in S: backward() and calls of step helpers.
-  void collectBackwardCalls(const Stmt *S,
-                            std::vector<const CallExpr *> &Calls) {
-    if (!S || isa<LambdaExpr>(S))
-      return;
-    if (const auto *Call = dyn_cast<CallExpr>(S)) {
-      const FunctionDecl *Callee = Call->getDirectCallee();
-      if (isBackwardCall(Call) || (Callee && isStepHelper(Callee)))
-        Calls.push_back(Call);
-    }
-    for (const Stmt *Child : S->children())
-      collectBackwardCalls(Child, Calls);
-  }
-
   void checkUnshardedData(const FunctionDecl *Function) {
     std::vector<const CallExpr *> Calls;
-    collectBackwardCalls(Function->getBody(), Calls);
+    collectTrainingCalls(Function->getBody(), *Oracle, Calls);
     if (Calls.empty() || callsRankHelpers(Function->getBody()))
       return; // No training step here, or sharded by hand.
     llvm::SmallPtrSet<const Stmt *, 4> Done;

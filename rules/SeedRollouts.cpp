@@ -95,7 +95,7 @@ public:
     }
     ParentMap Parents(Function->getBody());
     std::vector<const CallExpr *> Calls;
-    collectBackwardCalls(Function->getBody(), Calls);
+    collectTrainingCalls(Function->getBody(), *Oracle, Calls);
     for (const CallExpr *Call : Calls) {
       const Stmt *Loop = nullptr;
       for (const Stmt *S = Parents.getParent(Call); S && !Loop;
@@ -176,15 +176,40 @@ private:
     // the note above them.
     std::vector<std::string> Statements;
     const Stmt *Reseeds = reseedsBefore(Outer, Parents);
+    // Engines local to another function (a static engine inside the
+    // environment's step()) cannot be named here: one seeded at run time
+    // draws per rank through R13's ddp::rollout_seed, one seeded alike on
+    // every rank is named in the note.
+    std::string Unnamed;
+    for (const VarDecl *Engine : Found.Engines) {
+      const DeclContext *Owner = Engine->getParentFunctionOrMethod();
+      if (!Owner || Owner == Function)
+        continue;
+      bool Shared = false;
+      if (Engine->getInit() && drawsRunTimeSeed(Engine->getInit(), Shared))
+        continue;
+      if (Shared)
+        continue;
+      const auto *OwnerFunction = dyn_cast<FunctionDecl>(Owner);
+      Unnamed +=
+          std::string(Unnamed.empty() ? "" : ", ") + "'" +
+          Engine->getNameAsString() + "'" +
+          (OwnerFunction ? " (in '" + OwnerFunction->getNameAsString() + "')"
+                         : std::string());
+    }
     if (!Reseeds) {
       Statements.push_back("ddp::reseed_per_rank();");
-      for (const VarDecl *Engine : Found.Engines)
+      for (const VarDecl *Engine : Found.Engines) {
+        const DeclContext *Owner = Engine->getParentFunctionOrMethod();
+        if (Owner && Owner != Function)
+          continue;
         if (SM.isBeforeInTranslationUnit(Engine->getLocation(),
                                          Outer->getBeginLoc()) &&
             !SM.isBeforeInTranslationUnit(Outer->getBeginLoc(),
                                           Engine->getLocation()))
           Statements.push_back("ddp::reseed_per_rank(" +
                                Engine->getNameAsString() + ");");
+      }
     }
     Finding Note = reportNoteFor(
         Reseeds ? Locator.make(*Context, SourceRange(Reseeds->getBeginLoc()),
@@ -251,6 +276,11 @@ private:
              ? std::string()
              : "; the standard engine(s) " + Members +
                    " inside the program's objects keep one stream on every "
+                   "rank: seed them with ddp::rank() by hand") +
+        (Unnamed.empty()
+             ? std::string()
+             : "; the standard engine(s) " + Unnamed +
+                   ", local to another function, keep one stream on every "
                    "rank: seed them with ddp::rank() by hand");
     Note.Message = Note.NotRewrittenReason;
     if (FirstOfOuter) {

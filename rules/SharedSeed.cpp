@@ -47,6 +47,7 @@
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/MetricLoops.h"
 #include "ddpify/Registry.h"
+#include "ddpify/UnevenSteps.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMapContext.h"
@@ -75,86 +76,6 @@ auto standardEngine() {
 bool isSeedSeq(QualType T) {
   const CXXRecordDecl *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
   return Record && Record->getQualifiedNameAsString() == "std::seed_seq";
-}
-
-/// A call whose value differs by process: a draw from std::random_device,
-/// the time, a clock, the process id.
-bool isRunTimeSource(const Expr *E) {
-  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
-    if (Op->getOperator() != OO_Call || Op->getNumArgs() < 1)
-      return false;
-    const CXXRecordDecl *Record =
-        Op->getArg(0)->getType().getNonReferenceType()->getAsCXXRecordDecl();
-    return Record && Record->getQualifiedNameAsString() == "std::random_device";
-  }
-  const auto *Call = dyn_cast<CallExpr>(E);
-  const FunctionDecl *Callee = Call ? Call->getDirectCallee() : nullptr;
-  if (!Callee || !Callee->getIdentifier())
-    return false;
-  std::string Name = Callee->getQualifiedNameAsString();
-  if (Name == "time" || Name == "std::time" || Name == "clock" ||
-      Name == "std::clock" || Name == "getpid")
-    return true;
-  // std::chrono::system_clock::now() and the other clocks.
-  return Callee->getName() == "now" &&
-         llvm::StringRef(Name).starts_with("std::chrono::");
-}
-
-/// Whether E draws a value that differs by process, directly, through the
-/// initialisers of the local variables it reads, or through what a helper
-/// of the program returns (`make_seed()`); Shared when it already goes
-/// through ddp::shared_seed or ddp::rollout_seed.
-bool drawsRunTimeSeed(const Expr *E, bool &Shared, int Depth = 0) {
-  if (!E || Depth > 4)
-    return false;
-  if (const auto *Call = dyn_cast<CallExpr>(E))
-    if (const FunctionDecl *Callee = Call->getDirectCallee()) {
-      std::string Name = Callee->getQualifiedNameAsString();
-      if (Name == "ddp::shared_seed" || Name == "ddp::rollout_seed") {
-        Shared = true;
-        return false;
-      }
-    }
-  if (isRunTimeSource(E))
-    return true;
-  if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
-    if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
-      if (Var->isLocalVarDecl() && Var->getInit())
-        return drawsRunTimeSeed(Var->getInit(), Shared, Depth + 1);
-  if (isa<LambdaExpr>(E))
-    return false;
-  // A helper of the program that returns a seed it draws: wrapped at the
-  // call (`gen(ddp::shared_seed(make_seed()))`).
-  if (const auto *Call = dyn_cast<CallExpr>(E)) {
-    const FunctionDecl *Definition = nullptr;
-    const FunctionDecl *Callee = Call->getDirectCallee();
-    if (Callee && !isa<CXXMethodDecl>(Callee) && Callee->hasBody(Definition) &&
-        Definition->getReturnType()->isIntegerType() &&
-        !Definition->getASTContext().getSourceManager().isInSystemHeader(
-            Definition->getLocation())) {
-      class Returns : public RecursiveASTVisitor<Returns> {
-      public:
-        bool VisitReturnStmt(ReturnStmt *Return) {
-          if (Return->getRetValue())
-            Values.push_back(Return->getRetValue());
-          return true;
-        }
-        bool TraverseLambdaExpr(LambdaExpr *) { return true; }
-        std::vector<const Expr *> Values;
-      } Visitor;
-      Visitor.TraverseStmt(Definition->getBody());
-      bool InnerShared = false;
-      for (const Expr *Value : Visitor.Values)
-        if (drawsRunTimeSeed(Value, InnerShared, Depth + 1))
-          return true;
-      return false;
-    }
-  }
-  for (const Stmt *Child : E->children())
-    if (const auto *ChildExpr = dyn_cast_or_null<Expr>(Child))
-      if (drawsRunTimeSeed(ChildExpr, Shared, Depth))
-        return true;
-  return false;
 }
 
 /// Whether Record derives from a torch class whose methods run per sample

@@ -28,6 +28,8 @@
 #include "clang/Lex/Lexer.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <set>
 
 using namespace clang;
@@ -1031,6 +1033,8 @@ private:
                            How);
       return;
     }
+    if (wrapInstancesAfterPlacement(R))
+      return;
     Finding F = Locator.make(*Context, SourceRange(Body->getRBracLoc()), "R6",
                              checkName());
     if (F.FilePath.empty()) {
@@ -1049,6 +1053,110 @@ private:
                 "'" +
                 Wrap + "' at the end of its constructor wraps each one";
     Findings.push_back(std::move(F));
+  }
+
+  /// Instances of a self-training module class placed after they are built
+  /// (an agent's constructor calling `actor_.to(device)` for each network it
+  /// holds): a wrap at the end of the class's constructor would come before
+  /// that placement, which on a GPU gives the parameters new storage under
+  /// the wrapper. Each instance is wrapped right after its last placement
+  /// instead, `ddp::distribute(actor_);`. Only where every instance declared
+  /// beside a placed one (the owner's fields of that class, the function's
+  /// locals) is placed by a statement of its own; false otherwise (the wrap
+  /// stays in the constructor).
+  bool wrapInstancesAfterPlacement(const SelfRoot &R) {
+    const SourceManager &SM = Context->getSourceManager();
+    std::map<const ValueDecl *, const CXXMemberCallExpr *> Last;
+    for (const CXXMemberCallExpr *Call : Placements) {
+      // Module::to is called through the base: the object's own type is
+      // under the derived-to-base cast.
+      const Expr *Object = Call->getImplicitObjectArgument();
+      if (Object)
+        Object = Object->IgnoreParenImpCasts();
+      if (!Object || moduleClassOf(Object->getType()) != R.Class)
+        continue;
+      const FunctionDecl *Where = enclosingFunction(Call);
+      const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Where);
+      if (!Where || (Method && Method->getParent() == R.Class))
+        continue; // the class placing itself
+      const ValueDecl *Instance = modelDeclOf(Object);
+      if (!Instance || !isa<FieldDecl, VarDecl>(Instance))
+        return false;
+      DynTypedNodeList Parents = Context->getParents(*Call);
+      if (Parents.empty() || !Parents[0].get<CompoundStmt>())
+        return false; // not a statement of its own
+      const CXXMemberCallExpr *&Slot = Last[canonical(Instance)];
+      if (!Slot || SM.isBeforeInTranslationUnit(Slot->getBeginLoc(),
+                                                Call->getBeginLoc()))
+        Slot = Call;
+    }
+    if (Last.empty())
+      return false;
+    // Every sibling instance of the class is placed: the owner's fields, or
+    // the locals of the function that places them.
+    for (const auto &[Instance, Call] : Last) {
+      if (const auto *Field = dyn_cast<FieldDecl>(Instance)) {
+        for (const FieldDecl *Sibling : Field->getParent()->fields())
+          if (moduleClassOf(Sibling->getType()) == R.Class &&
+              !Last.count(canonical(Sibling)))
+            return false;
+      } else if (const auto *Function = enclosingFunction(Call)) {
+        bool Unplaced = false;
+        std::function<void(const Stmt *)> Visit = [&](const Stmt *S) {
+          if (!S || Unplaced)
+            return;
+          if (const auto *Decls = dyn_cast<DeclStmt>(S))
+            for (const Decl *D : Decls->decls())
+              if (const auto *Var = dyn_cast<VarDecl>(D))
+                if (moduleClassOf(Var->getType()) == R.Class &&
+                    !Last.count(canonical(Var)))
+                  Unplaced = true;
+          for (const Stmt *Child : S->children())
+            Visit(Child);
+        };
+        Visit(Function->getBody());
+        if (Unplaced)
+          return false;
+      }
+    }
+    std::vector<Finding> Edits;
+    for (const auto &[Instance, Call] : Last) {
+      // Past the conversions that follow (`critic.to(torch::kDouble)`).
+      const Stmt *Statement = Call;
+      const auto *Block = Context->getParents(*Call)[0].get<CompoundStmt>();
+      afterConversions(Instance, Block, Statement, Block);
+      unsigned Offset = 0;
+      if (!offsetAfterStatement(*Context, Statement, Offset))
+        return false;
+      Finding F = Locator.make(*Context, SourceRange(Call->getBeginLoc()), "R6",
+                               checkName());
+      if (F.FilePath.empty() || F.InMacro)
+        return false;
+      bool StartsLine = false;
+      std::string Indent = indentationOf(SM, Call->getBeginLoc(), StartsLine);
+      // ddp::distribute takes the module, its holder, a shared_ptr or a
+      // pointer alike.
+      const Expr *Held =
+          Call->getImplicitObjectArgument()->IgnoreParenImpCasts();
+      if (const auto *Arrow = dyn_cast<CXXOperatorCallExpr>(Held))
+        if (Arrow->getOperator() == OO_Arrow && Arrow->getNumArgs() > 0)
+          Held = Arrow->getArg(0); // the holder or shared_ptr itself
+      std::string Object = text(Held->IgnoreParenImpCasts()->getSourceRange());
+      std::string Wrap = "ddp::distribute(" + Object + ");";
+      F.Offset = Offset;
+      F.Length = 0;
+      F.replaceRangeWith("\n" + Indent + Wrap);
+      F.Message = "module class '" + R.Class->getNameAsString() +
+                  "' trains its own parameters with an optimizer it builds, "
+                  "and '" +
+                  Instance->getNameAsString() +
+                  "' is placed after it is built: '" + Wrap +
+                  "' after its last placement wraps it";
+      Edits.push_back(std::move(F));
+    }
+    for (Finding &F : Edits)
+      Findings.push_back(std::move(F));
+    return true;
   }
 
   // --- The wrap point ------------------------------------------------------

@@ -10,6 +10,9 @@
 #   bench/runtime/run.sh zero [BUILD_DIR] [REPS]  (ddp::ZeroRedundancyOptimizer
 #       against the unsharded optimizer: state per rank, step time;
 #       bench/runtime/zero.py)
+#   bench/runtime/run.sh versus BASELINE_BUILD [BUILD_DIR] [REPS]  (the
+#       runtime's step time against a build of an earlier commit's runtime,
+#       pair by pair: a change's cost on the fast path; bench/runtime/versus.py)
 # BUILD_DIR: a build tree of this project (default: build); its ddp_runtime is
 # built if needed, the benchmark goes into BUILD_DIR/bench-runtime. PyTorch's
 # DDP, the reference, is the PyTorch of BUILD_DIR's LibTorch: Debian's
@@ -18,10 +21,15 @@
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=local
+baseline=
 if [ "${1:-}" = multihost ] || [ "${1:-}" = sync-check ] ||
   [ "${1:-}" = zero ]; then
   mode=$1
   shift
+elif [ "${1:-}" = versus ]; then
+  mode=versus
+  baseline=$(cd "$2" && pwd)
+  shift 2
 fi
 build=$(cd "${1:-$root/build}" && pwd)
 reps=${2:-5}
@@ -51,6 +59,16 @@ if [ "$mode" = sync-check ]; then
   exec "$python" "$root/bench/runtime/sync_check.py" \
     --bench "$build/bench-runtime/ddp_bench" --reps "$reps" \
     ${SYNC_CHECK_ARGS:-}
+fi
+if [ "$mode" = versus ]; then
+  # The baseline's benchmark is its own tree's, built against its runtime.
+  cmake --build "$baseline" --target ddp_runtime ddprun -j 2
+  cmake -S "$root/bench/runtime" -B "$baseline/bench-runtime" -G Ninja \
+    -DDDP_BUILD_DIR="$baseline" >/dev/null
+  cmake --build "$baseline/bench-runtime" -j 2
+  cd "$root/bench/runtime"
+  exec "$python" versus.py --bench "$build/bench-runtime/ddp_bench" \
+    --baseline "$baseline/bench-runtime/ddp_bench" --reps "$reps"
 fi
 if [ "$mode" = zero ]; then
   exec "$python" "$root/bench/runtime/zero.py" \

@@ -32,6 +32,7 @@
 #include <exception>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -49,6 +50,8 @@ struct State {
   // ddp::shared_seed: rank 0's draw at init, and the calls made since.
   uint64_t job_seed = 0;
   std::atomic<uint64_t> shared_seeds{0};
+  // ddp::rollout_seed's calls: a stream apart from shared_seed's.
+  std::atomic<uint64_t> rollout_seeds{0};
 };
 
 State& state() {
@@ -791,7 +794,12 @@ std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) {
   return outputs[0];
 }
 
-uint64_t detail::shared_seed_bits(uint64_t seed) {
+namespace {
+// The n-th value of a stream derived from the job seed (splitmix64), or
+// nullopt where one process runs: it keeps the seed it drew. `who` names the
+// call in the error before init() under a launcher.
+std::optional<uint64_t> job_seed_draw(std::atomic<uint64_t> State::*counter,
+                                      uint64_t stream, const char* who) {
   if (!is_initialized()) {
     int launched = 1;
     try {
@@ -803,22 +811,37 @@ uint64_t detail::shared_seed_bits(uint64_t seed) {
       launched = 2; // A launcher's variables, though malformed.
     }
     if (launched > 1) {
-      throw std::runtime_error(
-          "ddp::shared_seed: called before ddp::init() in a job of several "
-          "processes; draw the seed after ddp::init()");
+      throw std::runtime_error(std::string(who) +
+                               ": called before ddp::init() in a job of "
+                               "several processes; draw the seed after "
+                               "ddp::init()");
     }
-    return seed;
+    return std::nullopt;
   }
   auto& s = state();
   if (!s.group || s.env.world_size <= 1) {
-    return seed; // one process draws exactly what it drew before
+    return std::nullopt;
   }
-  // The n-th call on every rank: the job seed and n, through splitmix64.
-  const uint64_t n = s.shared_seeds.fetch_add(1, std::memory_order_relaxed);
-  uint64_t z = s.job_seed + (n + 1) * 0x9E3779B97F4A7C15ULL;
+  const uint64_t n = (s.*counter).fetch_add(1, std::memory_order_relaxed);
+  uint64_t z = (s.job_seed ^ stream) + (n + 1) * 0x9E3779B97F4A7C15ULL;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
+}
+} // namespace
+
+uint64_t detail::shared_seed_bits(uint64_t seed) {
+  // The n-th call on every rank: the same value.
+  return job_seed_draw(&State::shared_seeds, 0, "ddp::shared_seed")
+      .value_or(seed);
+}
+
+uint64_t detail::rollout_seed_bits(uint64_t seed) {
+  // A stream of its own: the ranks call ddp::rollout_seed as often as their
+  // own episodes need, which must not shift ddp::shared_seed's n-th value.
+  return job_seed_draw(&State::rollout_seeds, 0xD1B54A32D192ED03ULL,
+                       "ddp::rollout_seed")
+      .value_or(seed);
 }
 
 void broadcast(torch::Tensor& tensor, int src) {

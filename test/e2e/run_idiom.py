@@ -295,6 +295,101 @@ IDIOMS = {
             r"non-torch-loader: [^\n]*carries 'hidden'[^\n]*\n *for "
             r"\(int64_t start = 0; start \+ window < length; "
             r"start \+= window\)"]}),
+    # Reinforcement learning on 2 ranks (issue 55), three programs of three
+    # shapes, each migrated without and with --rollouts-per-rank. Their
+    # seeds are drawn at run time (or their episodes differ by rank with the
+    # option), so rank 0's figures are not one process's: only the output's
+    # structure is compared; what counts is exit 0 on both ranks within the
+    # run's own time (a desync ends within seconds, DDP_TIMEOUT_SECONDS 60
+    # ends a wait), identical parameters on every rank, no safety net.
+    # A double DQN over three units: srand(time(nullptr)) and rand() for
+    # epsilon-greedy, an environment that seeds a fresh engine from a named
+    # random_device at every reset, a replay buffer whose engine is seeded in
+    # its constructor's initialiser, an update after every step, episodes
+    # that end on `done` (R12 joins after the episode loop). The target
+    # network is only copied into: one wrapper.
+    "dqn_cartpole": dict(
+        exe="dqn", args=lambda b, i: [str(b), "20"], models=1,
+        ref_batch=BATCH, compare="structure",
+        edited={"main.cpp": [
+            r"std::srand\(ddp::shared_seed\(std::time\(nullptr\)\)\);",
+            r"\n  \}\n  ddp::join\(\);\n  return 0;"],
+            "cartpole.cpp": r"std::mt19937 gen\(ddp::shared_seed\(rd\(\)\)\);",
+            "replay_buffer.cpp":
+                r"engine_\(ddp::shared_seed\(std::random_device\{\}\(\)\)\)"},
+        report=r"(?s)(?=.*non-torch-loader .*seeded identically on every rank"
+               r".*--rollouts-per-rank)(?=.*uneven-steps-joined )"),
+    # The same with --rollouts-per-rank: every run-time seed becomes
+    # ddp::rollout_seed and torch's generator is reseeded per rank: each rank
+    # plays its own episodes, of lengths of their own, and the ranks that
+    # finish first wait in ddp::join().
+    "dqn_cartpole_per_rank": dict(
+        source="dqn_cartpole", exe="dqn", args=lambda b, i: [str(b), "20"],
+        models=1, ref_batch=BATCH, compare="structure",
+        migrate_args=["--rollouts-per-rank"],
+        edited={"main.cpp": [
+            r"std::srand\(ddp::rollout_seed\(std::time\(nullptr\)\)\);",
+            r"ddp::reseed_per_rank\(\);\n  for \(int episode = 1; ",
+            r"\n  \}\n  ddp::join\(\);\n  return 0;"],
+            "cartpole.cpp": r"gen\(ddp::rollout_seed\(rd\(\)\)\)",
+            "replay_buffer.cpp": r"engine_\(ddp::rollout_seed\("},
+        report=r"rollouts-per-rank .*samples per update are multiplied"),
+    # A soft actor-critic drawing only from torch's generator, seeded with a
+    # constant: five networks owning their Adam, held by value and placed by
+    # the agent; log_alpha, a bare tensor with an Adam of its own (R17, the
+    # sixth wrapper); the critics' forward run
+    # twice before their backward; the actor's loss reaches the critics and
+    # is back-propagated with the graph retained; the target follows by soft
+    # updates. The training step is the agent's update(), called from the
+    # episode loop. The episodes are the same on every rank (the note says
+    # so and points to the option).
+    "sac_pendulum": dict(
+        exe="sac", args=lambda b, i: [str(b), "4"], models=6,
+        ref_batch=BATCH, compare="structure",
+        edited={"main.cpp": [
+            r"alpha_optimizer_\(ddp::distributed_tensors\(\{log_alpha_\}\)",
+            # The agent places the networks after they are built: each is
+            # wrapped after its placement, not in its constructor.
+            r"actor_\.to\(device\);\n    ddp::distribute\(actor_\);\n",
+            r"target_value_\.to\(device\);\n"
+            r"    ddp::distribute\(target_value_\);\n",
+            r"(?s)^(?!.*distribute\(\*this\))"]},
+        report=r"(?s)(?=.*distributed-tensors .*'log_alpha_')"
+               r"(?=.*non-torch-loader .*'torch::manual_seed\(7\)'.*"
+               r"--rollouts-per-rank)"),
+    "sac_pendulum_per_rank": dict(
+        source="sac_pendulum", exe="sac", args=lambda b, i: [str(b), "4"],
+        models=6, ref_batch=BATCH, compare="structure",
+        migrate_args=["--rollouts-per-rank"],
+        edited={"main.cpp": [
+            r"ddp::reseed_per_rank\(\);\n  for \(int episode = 1; ",
+            r"\n  \}\n  ddp::join\(\);\n  return 0;"]},
+        report=r"rollouts-per-rank .*samples per update are multiplied"),
+    # A DQN in one file: a named random_device, a static engine inside the
+    # step function, an episode loop that breaks on `done`, an update every
+    # 4 steps, two optimizers over disjoint parts of one network (Adam over
+    # network->fc1 and network->fc2, SGD over network->head): one wrapper of
+    # the whole network.
+    "dqn_break": dict(
+        exe="grid_dqn", args=lambda b, i: [str(b), "30"], models=1,
+        ref_batch=BATCH, compare="structure",
+        edited={"main.cpp": [
+            r"static std::mt19937 slips\(ddp::shared_seed\(",
+            r"std::mt19937 gen\(ddp::shared_seed\(rd\(\)\)\);",
+            r"ddp::DistributedDataParallel network_ddp\(network\);",
+            r"network->fc1->parameters\(\);",
+            r"\n  \}\n  ddp::join\(\);\n  return 0;"]},
+        report=r"uneven-steps-joined .*this 'break' depends on 'done'"),
+    "dqn_break_per_rank": dict(
+        source="dqn_break", exe="grid_dqn", args=lambda b, i: [str(b), "30"],
+        models=1, ref_batch=BATCH, compare="structure",
+        migrate_args=["--rollouts-per-rank"],
+        edited={"main.cpp": [
+            r"static std::mt19937 slips\(ddp::rollout_seed\(",
+            r"ddp::reseed_per_rank\(\);\n  ddp::reseed_per_rank\(gen\);\n"
+            r"  for \(int episode = 1; ",
+            r"(?s)^(?!.*reseed_per_rank\(slips\))"]},
+        report=r"rollouts-per-rank .*samples per update are multiplied"),
     # An actor-critic agent holding five networks by value, each owning its
     # Adam and placing itself in its constructor (issue 44): each constructor
     # ends with ddp::distribute(*this), the target network too (only soft

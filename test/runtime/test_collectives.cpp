@@ -4,6 +4,7 @@
 #include "multiprocess.h"
 
 #include <ddp/distributed.h>
+#include <ddp/rollouts.h>
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -235,6 +236,37 @@ TEST_P(Collectives, SharedSeedIsNoCollective) {
     const auto all = ddp::all_gather(torch::tensor({next}, torch::kInt64));
     EXPECT_TRUE(torch::equal(all[0], all[ddp::world_size() > 2 ? 1 : 0]));
   });
+}
+
+// ddp::rollout_seed: a stream of each rank's own, counted apart from
+// shared_seed's. Ranks whose episodes reset unequally often still draw
+// shared_seed's n-th value alike; the rollout seeds differ by rank and are
+// the argument itself with one process.
+TEST_P(Collectives, RolloutSeedCountsApartFromSharedSeed) {
+  const int world = GetParam();
+  ddp_test::run_ranks(world, [] {
+    const int r = ddp::rank();
+    const auto first = static_cast<int64_t>(ddp::rollout_seed(42u));
+    for (int i = 0; i < 10 * r + 3; ++i) {
+      ddp::rollout_seed(unsigned(i));
+    }
+    const auto shared = static_cast<int64_t>(ddp::shared_seed(1u));
+    const auto all =
+        ddp::all_gather(torch::tensor({first, shared}, torch::kInt64));
+    std::set<int64_t> firsts;
+    for (const auto& row : all) {
+      firsts.insert(row[0].item<int64_t>());
+      EXPECT_EQ(row[1].item<int64_t>(), all[0][1].item<int64_t>())
+          << "rollout_seed's calls moved shared_seed's value";
+    }
+    EXPECT_EQ(firsts.size(), all.size()) << "two ranks share a rollout seed";
+  });
+}
+
+TEST(CollectivesRolloutSeed, OneProcessKeepsTheSeed) {
+  // No launcher, no init: the program draws exactly what it drew before.
+  EXPECT_EQ(ddp::rollout_seed(42u), 42u);
+  EXPECT_EQ(ddp::rollout_seed(int64_t(-3)), -3);
 }
 
 TEST_P(Collectives, OutputStreamPrintsOnTheMainProcessOnly) {

@@ -58,6 +58,13 @@ private:
   unsigned Depth = 0;
 };
 
+/// Every call in S that takes a training step, lambdas left out, in source
+/// order: backward() and calls of step helpers, functions of the user's that
+/// train and loop over nothing (an agent's update(): the loop that calls one
+/// is the training loop; a function that loops may fetch data of its own).
+void collectTrainingCalls(const clang::Stmt *S, TrainingOracle &Oracle,
+                          std::vector<const clang::CallExpr *> &Out);
+
 /// What R11 found for one loop over a sharded loader: a range-for over a
 /// data loader or a pass over one by iterator, or a training loop that cuts its
 /// batches by hand and that R4 shards (HandBatches.h).

@@ -28,6 +28,16 @@ namespace ddpify {
 
 bool isLoopStatement(const clang::Stmt *S);
 
+/// A call whose value differs by process: a draw from std::random_device,
+/// the time, a clock, the process id.
+bool isRunTimeSource(const clang::Expr *E);
+
+/// Whether E draws a value that differs by process, directly, through the
+/// initialisers of the local variables it reads, or through what a helper
+/// of the program returns (`make_seed()`); Shared when it already goes
+/// through ddp::shared_seed or ddp::rollout_seed.
+bool drawsRunTimeSeed(const clang::Expr *E, bool &Shared, int Depth = 0);
+
 /// A standard random engine type (std::mt19937, std::default_random_engine,
 /// ...).
 bool isStandardEngine(clang::QualType T);

@@ -182,6 +182,7 @@ void broadcast(torch::Tensor& tensor, int src = 0);
 
 namespace detail {
 uint64_t shared_seed_bits(uint64_t seed);
+uint64_t rollout_seed_bits(uint64_t seed);
 } // namespace detail
 
 /// The main process's `seed` on every process. A seed drawn at run time

@@ -49,11 +49,17 @@ template <typename Engine> void reseed_per_rank(Engine& engine) {
 }
 
 /// A seed drawn at run time for one rank's own episodes (R13 under
-/// --rollouts-per-rank): ddp::shared_seed(seed) on rank 0 (so one process
-/// draws exactly what it drew before), on rank r > 0 a seed derived from that
-/// and r: each rank plays its own episodes, the same on every run.
+/// --rollouts-per-rank): with one process `seed` itself (the program draws
+/// exactly what it drew before); with several, the n-th call's value of a
+/// stream derived from the job seed on rank 0 and, on rank r > 0, a seed
+/// derived from that and r: each rank plays its own episodes. Its calls count
+/// apart from ddp::shared_seed's, so ranks may call it unequally often (a
+/// reset per episode of uneven length) without moving shared_seed's values.
 template <typename T> T rollout_seed(T seed) {
-  const auto shared = static_cast<uint64_t>(ddp::shared_seed(seed));
+  static_assert(std::is_integral<T>::value && !std::is_same<T, bool>::value,
+                "ddp::rollout_seed: a seed is an integer");
+  const auto shared = static_cast<uint64_t>(
+      detail::rollout_seed_bits(static_cast<uint64_t>(seed)));
   const int rank = detail::rollout_rank();
   return static_cast<T>(rank > 0 ? detail::rank_seed(shared, rank) : shared);
 }
