@@ -179,12 +179,16 @@ llvm::Expected<CMakeCodeModel> readCMakeCodeModel(llvm::StringRef BuildDir) {
   if (!IndexPath)
     return IndexPath.takeError();
   llvm::StringRef IndexName = llvm::sys::path::filename(*IndexPath);
-  return parseCMakeReply(
+  llvm::Expected<CMakeCodeModel> Model = parseCMakeReply(
       IndexName, [&](llvm::StringRef Name) -> llvm::Expected<std::string> {
         llvm::SmallString<256> Path(ReplyDir);
         llvm::sys::path::append(Path, Name);
         return readFile(Path);
       });
+  if (Model)
+    Model->CacheModulePath =
+        cacheEntry(cacheText(BuildDir), "CMAKE_MODULE_PATH");
+  return Model;
 }
 
 } // namespace ddpify

@@ -254,7 +254,9 @@ llvm::Expected<CMakeCodeModel> parseCMakeReply(llvm::StringRef IndexName,
     }
 
   // The include()d files: without them only the directories' CMakeLists.txt
-  // would be searched for find_package(Torch).
+  // would be searched for find_package(Torch). A module above the source
+  // folder (include(libtorch) through CMAKE_MODULE_PATH pointing at
+  // ../../cmake) is external, yet may be the project's own.
   llvm::Expected<std::string> FilesFile =
       responseFile(*Index->getAsObject(), "cmakeFiles", 1);
   if (!FilesFile) {
@@ -271,12 +273,13 @@ llvm::Expected<CMakeCodeModel> parseCMakeReply(llvm::StringRef IndexName,
           FilesValue->getAsObject()->getArray("inputs"))
     for (const llvm::json::Value &Input : *Inputs) {
       const llvm::json::Object *I = Input.getAsObject();
-      if (!I || I->getBoolean("isExternal").value_or(false) ||
-          I->getBoolean("isGenerated").value_or(false) ||
+      if (!I || I->getBoolean("isGenerated").value_or(false) ||
           I->getBoolean("isCMake").value_or(false))
         continue;
       if (std::optional<llvm::StringRef> Path = I->getString("path"))
-        Model.ListFiles.push_back(absoluteIn(Model.SourceDir, *Path));
+        (I->getBoolean("isExternal").value_or(false) ? Model.ExternalListFiles
+                                                     : Model.ListFiles)
+            .push_back(absoluteIn(Model.SourceDir, *Path));
     }
   return Model;
 }

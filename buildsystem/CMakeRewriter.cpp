@@ -390,22 +390,37 @@ private:
     return File.str();
   }
 
-  /// The lexer's reading of a CMake file under the root, once.
-  ListFile *load(const std::string &Path) {
+  /// The lexer's reading of a CMake file, once: nullptr for one that does
+  /// not exist; one that is not a regular file or cannot be read is an item
+  /// naming it (cmake-unreadable), one that is not CMake another
+  /// (cmake-parse-error).
+  ListFile *read(const std::string &Path) {
     auto Known = Files.find(Path);
     if (Known != Files.end())
       return Known->second.get();
     std::unique_ptr<ListFile> &Slot = Files[Path];
-    if (!isPathUnder(Path, Root) || !llvm::sys::fs::is_regular_file(Path))
+    if (!llvm::sys::fs::exists(Path))
       return nullptr;
-    llvm::Expected<std::string> Text = readFile(Path);
-    if (!Text) {
-      llvm::consumeError(Text.takeError());
+    std::string Why;
+    std::string Text;
+    if (!llvm::sys::fs::is_regular_file(Path)) {
+      Why = "not a regular file";
+    } else if (llvm::Expected<std::string> Read = readFile(Path)) {
+      Text = std::move(*Read);
+    } else {
+      Why = llvm::errorToErrorCode(Read.takeError()).message();
+    }
+    if (!Why.empty()) {
+      item(Path, 1, "cmake-unreadable",
+           "ddpify cannot read the CMake file '" + Path + "' (" + Why +
+               "), so it does not know whether it finds Torch or ddpify; "
+               "where no find_package(ddpify REQUIRED) was added, add it "
+               "after the project's find_package(Torch)");
       return nullptr;
     }
     Slot = std::make_unique<ListFile>();
     Slot->Path = Path;
-    Slot->Text = std::move(*Text);
+    Slot->Text = std::move(Text);
     readListFile(*Slot);
     if (!Slot->ParseError.empty())
       item(Slot->Path, 1, "cmake-parse-error",
@@ -413,6 +428,11 @@ private:
                ") and left it alone; link the changed targets to "
                "ddpify::runtime by hand");
     return Slot.get();
+  }
+
+  /// read(), for a file under the root (the only ones R10 edits).
+  ListFile *load(const std::string &Path) {
+    return isPathUnder(Path, Root) ? read(Path) : nullptr;
   }
 
   void item(const std::string &File, unsigned Line, llvm::StringRef Id,
@@ -472,6 +492,267 @@ private:
       llvm::erase_if(Common, [&](size_t D) { return !Above.count(D); });
     }
     return Common.empty() ? topDirectory(*Dirs.begin()) : Common.front();
+  }
+
+  /// A module that CMake's include() read for a directory of the chain
+  /// (directly, or through another module).
+  struct IncludedModule {
+    ListFile *File = nullptr; ///< Read; may lie outside the root.
+    /// The include() on the way to File nearest to it in a file under the
+    /// root: where the package is found when File itself cannot be edited.
+    ListFile *ViaFile = nullptr;
+    size_t ViaCommand = 0;
+  };
+
+  /// Value with the variables the walk knows expanded (`${NAME}`, escapes);
+  /// none when it names another, `$ENV{}`, `$CACHE{}` or a generator
+  /// expression.
+  static std::optional<std::string>
+  expand(llvm::StringRef Value,
+         const std::map<std::string, std::string> &Vars) {
+    std::string Result;
+    for (size_t I = 0; I < Value.size();) {
+      llvm::StringRef Rest = Value.drop_front(I);
+      if (Rest.starts_with("${")) {
+        size_t End = Rest.find('}');
+        if (End == llvm::StringRef::npos)
+          return std::nullopt;
+        llvm::StringRef Name = Rest.slice(2, End);
+        auto Known = Vars.find(Name.str());
+        if (Name.contains('$') || Known == Vars.end())
+          return std::nullopt;
+        Result += Known->second;
+        I += End + 1;
+        continue;
+      }
+      if (Rest.starts_with("$ENV{") || Rest.starts_with("$CACHE{") ||
+          Rest.starts_with("$<"))
+        return std::nullopt;
+      if (Rest[0] == '\\' && Rest.size() > 1) {
+        Result += Rest[1];
+        I += 2;
+        continue;
+      }
+      Result += Rest[0];
+      ++I;
+    }
+    return Result;
+  }
+
+  static std::vector<std::string> listItems(llvm::StringRef List) {
+    llvm::SmallVector<llvm::StringRef, 8> Items;
+    List.split(Items, ';', -1, /*KeepEmpty=*/false);
+    return std::vector<std::string>(Items.begin(), Items.end());
+  }
+
+  static std::string realOrNormal(llvm::StringRef Dir, llvm::StringRef Path) {
+    std::string Normal = normalise(Dir, Path);
+    llvm::SmallString<256> Real;
+    if (!llvm::sys::fs::real_path(Normal, Real))
+      return Real.str().str();
+    return Normal;
+  }
+
+  /// The file `include(Arg)` reads, as CMake resolves it: a name that is no
+  /// absolute path is first looked for as `<name>.cmake` in each folder of
+  /// CMAKE_MODULE_PATH, then taken as a path relative to the current source
+  /// folder. None when Arg cannot be expanded or names no file.
+  static std::optional<std::string>
+  resolveInclude(llvm::StringRef Arg, llvm::StringRef SourceDir,
+                 const std::map<std::string, std::string> &Vars) {
+    std::optional<std::string> Name = expand(Arg, Vars);
+    if (!Name || Name->empty())
+      return std::nullopt;
+    if (!llvm::sys::path::is_absolute(*Name)) {
+      auto ModulePath = Vars.find("CMAKE_MODULE_PATH");
+      if (ModulePath != Vars.end())
+        for (const std::string &Dir : listItems(ModulePath->second)) {
+          llvm::SmallString<256> Candidate(Dir);
+          llvm::sys::path::append(Candidate, *Name + ".cmake");
+          std::string Path = normalise(SourceDir, Candidate);
+          if (llvm::sys::fs::exists(Path))
+            return realOrNormal(SourceDir, Path);
+        }
+    }
+    std::string Path = normalise(SourceDir, *Name);
+    if (llvm::sys::fs::exists(Path))
+      return realOrNormal(SourceDir, Path);
+    return std::nullopt;
+  }
+
+  /// What set(), list() and get_filename_component() at File's top level
+  /// (not in a function's or macro's body) do to the variables the walk
+  /// tracks; a value it cannot expand leaves the variable unknown.
+  static void track(const CMakeCommand &C, llvm::StringRef SourceDir,
+                    std::map<std::string, std::string> &Vars) {
+    if (C.Args.empty())
+      return;
+    const std::string &Var = C.Args[0].Value;
+    if (C.Name == "unset") {
+      Vars.erase(Var);
+      return;
+    }
+    if (C.Name == "set") {
+      std::vector<std::string> Values;
+      bool Cache = false;
+      for (const CMakeArgument &Arg : llvm::ArrayRef(C.Args).drop_front()) {
+        if (Arg.Kind == CMakeArgument::Unquoted && Arg.Value == "PARENT_SCOPE")
+          return;
+        if (Arg.Kind == CMakeArgument::Unquoted && Arg.Value == "CACHE") {
+          Cache = true;
+          break;
+        }
+        std::optional<std::string> Value = expand(Arg.Value, Vars);
+        if (!Value) {
+          Vars.erase(Var);
+          return;
+        }
+        Values.push_back(std::move(*Value));
+      }
+      // A cache entry does not hide a normal variable of the same name.
+      if (Cache && Vars.count(Var))
+        return;
+      if (Values.empty())
+        Vars.erase(Var);
+      else
+        Vars[Var] = llvm::join(Values, ";");
+      return;
+    }
+    if (C.Name == "list" && C.Args.size() >= 2) {
+      llvm::StringRef Op = C.Args[0].Value;
+      const std::string &List = C.Args[1].Value;
+      size_t First = Op == "INSERT" ? 3 : 2;
+      if (Op != "APPEND" && Op != "PREPEND" && Op != "INSERT")
+        return;
+      // Items that cannot be expanded are left out: the folders that remain
+      // are still searched.
+      std::vector<std::string> Items;
+      for (size_t A = First; A < C.Args.size(); ++A)
+        if (std::optional<std::string> Value = expand(C.Args[A].Value, Vars))
+          for (std::string &Item : listItems(*Value))
+            Items.push_back(std::move(Item));
+      std::vector<std::string> Old;
+      if (auto Known = Vars.find(List); Known != Vars.end())
+        Old = listItems(Known->second);
+      if (Op == "APPEND") {
+        Old.insert(Old.end(), Items.begin(), Items.end());
+      } else {
+        size_t At = 0;
+        if (Op == "INSERT" &&
+            (C.Args.size() < 3 ||
+             llvm::StringRef(C.Args[2].Value).getAsInteger(10, At) ||
+             At > Old.size()))
+          At = Old.size();
+        Old.insert(Old.begin() + At, Items.begin(), Items.end());
+      }
+      Vars[List] = llvm::join(Old, ";");
+      return;
+    }
+    if (C.Name == "get_filename_component" && C.Args.size() >= 3) {
+      std::optional<std::string> File = expand(C.Args[1].Value, Vars);
+      llvm::StringRef Mode = C.Args[2].Value;
+      if (!File || Mode.starts_with("NAME") || Mode == "EXT" ||
+          Mode == "LAST_EXT" || Mode == "PROGRAM") {
+        Vars.erase(Var);
+        return;
+      }
+      if (Mode == "DIRECTORY" || Mode == "PATH")
+        Vars[Var] = llvm::sys::path::parent_path(*File).str();
+      else if (Mode == "REALPATH")
+        Vars[Var] = realOrNormal(SourceDir, *File);
+      else
+        Vars[Var] = normalise(SourceDir, *File);
+    }
+  }
+
+  /// Follows the include() commands of File (read for the directory
+  /// SourceDir) into the modules CMake read, recording each in Out once.
+  void walkIncludes(ListFile *File, const std::string &SourceDir,
+                    std::map<std::string, std::string> &Vars,
+                    std::optional<std::pair<ListFile *, size_t>> Via,
+                    unsigned Depth, std::vector<IncludedModule> &Out) {
+    // An include() cycle does not configure; the bound keeps ddpify safe.
+    if (!File || !File->ParseError.empty() || Depth > 32)
+      return;
+    std::string ListDir = llvm::sys::path::parent_path(File->Path).str();
+    unsigned Body = 0;
+    bool Editable = isPathUnder(File->Path, Root);
+    for (size_t I = 0; I < File->Commands.size(); ++I) {
+      const CMakeCommand &C = File->Commands[I];
+      if (C.Name == "function" || C.Name == "macro") {
+        ++Body;
+        continue;
+      }
+      if ((C.Name == "endfunction" || C.Name == "endmacro") && Body) {
+        --Body;
+        continue;
+      }
+      Vars["CMAKE_CURRENT_LIST_DIR"] = ListDir;
+      Vars["CMAKE_CURRENT_LIST_FILE"] = File->Path;
+      if (C.Name == "project" && !Body && !C.Args.empty()) {
+        Vars["PROJECT_SOURCE_DIR"] = SourceDir;
+        Vars[C.Args[0].Value + "_SOURCE_DIR"] = SourceDir;
+        continue;
+      }
+      if (C.Name != "include" || C.Args.empty()) {
+        if (!Body)
+          track(C, SourceDir, Vars);
+        continue;
+      }
+      std::optional<std::string> Path =
+          resolveInclude(C.Args[0].Value, SourceDir, Vars);
+      if (!Path)
+        continue;
+      ListFile *Module = read(*Path);
+      // Only what CMake read (not a module of a branch the configured build
+      // does not take), where the File API lists the files CMake read.
+      if (!Module || (!Model->ListFiles.empty() &&
+                      !llvm::is_contained(Model->ListFiles, *Path) &&
+                      !llvm::is_contained(Model->ExternalListFiles, *Path)))
+        continue;
+      std::optional<std::pair<ListFile *, size_t>> Next =
+          Editable ? std::make_optional(std::make_pair(File, I)) : Via;
+      if (Next && !llvm::any_of(Out, [&](const IncludedModule &M) {
+            return M.File == Module;
+          }))
+        Out.push_back({Module, Next->first, Next->second});
+      walkIncludes(Module, SourceDir, Vars, Next, Depth + 1, Out);
+    }
+  }
+
+  /// The modules the CMakeLists.txt of the directories ChainDirs (nearest
+  /// first) include(), and those they include in turn, as CMake resolves
+  /// include(): a path, or a module name searched in CMAKE_MODULE_PATH
+  /// (from the cache, set() or list() in these files and their parents,
+  /// `${CMAKE_CURRENT_LIST_DIR}` and the like expanded). The nearest
+  /// directory's modules come first.
+  std::vector<IncludedModule>
+  includedModules(llvm::ArrayRef<size_t> ChainDirs) {
+    std::map<std::string, std::string> Vars = {
+        {"CMAKE_SOURCE_DIR", Model->SourceDir},
+        {"CMAKE_HOME_DIRECTORY", Model->SourceDir},
+        {"PROJECT_SOURCE_DIR", Model->SourceDir},
+        {"CMAKE_BINARY_DIR", Model->BuildDir}};
+    if (!Model->CacheModulePath.empty())
+      Vars["CMAKE_MODULE_PATH"] = Model->CacheModulePath;
+    std::vector<std::vector<IncludedModule>> PerDirectory(ChainDirs.size());
+    // Variables flow from a directory to its subdirectories: the top first.
+    for (size_t Rank = ChainDirs.size(); Rank-- > 0;) {
+      const std::string &Dir = Model->Directories[ChainDirs[Rank]].Source;
+      llvm::SmallString<256> Path(Dir);
+      llvm::sys::path::append(Path, "CMakeLists.txt");
+      Vars["CMAKE_CURRENT_SOURCE_DIR"] = Dir;
+      walkIncludes(read(Path.str().str()), Dir, Vars, std::nullopt, 0,
+                   PerDirectory[Rank]);
+    }
+    std::vector<IncludedModule> Modules;
+    for (std::vector<IncludedModule> &Found : PerDirectory)
+      for (IncludedModule &Module : Found)
+        if (!llvm::any_of(Modules, [&](const IncludedModule &M) {
+              return M.File == Module.File;
+            }))
+          Modules.push_back(Module);
+    return Modules;
   }
 
   /// Whether a CMakeLists.txt of Chain include()s the module Path (by its
@@ -540,33 +821,42 @@ private:
   /// ddpify::runtime sees it: in the nearest common ancestor of their
   /// directories or above it, beside the find_package(Torch) that CMake's
   /// backtraces show (torchFindFromFileApi), else after find_package(Torch)
-  /// in its CMakeLists.txt or a parent's (nearest first), else in a module of
-  /// the project that finds Torch and that one of those include()s, else
-  /// after project(). A find_package(ddpify) in a sibling directory does not
-  /// count.
+  /// in its CMakeLists.txt or a parent's (nearest first), else in a module
+  /// that finds Torch and that one of those include()s, by path or by name
+  /// through CMAKE_MODULE_PATH (includedModules; after that include() for a
+  /// module outside the root), else after project(). A find_package(ddpify) in
+  /// a sibling directory does not count.
   void findPackage() {
     if (LinkingDirectories.empty())
       return;
-    std::vector<ListFile *> Chain, Included;
+    std::vector<ListFile *> Chain;
     std::vector<std::string> ChainPaths;
-    for (size_t Dir : chainOf(commonAncestor(LinkingDirectories))) {
+    std::vector<size_t> ChainDirs = chainOf(commonAncestor(LinkingDirectories));
+    for (size_t Dir : ChainDirs) {
       llvm::SmallString<256> Path(Model->Directories[Dir].Source);
       llvm::sys::path::append(Path, "CMakeLists.txt");
       ChainPaths.push_back(Path.str().str());
       if (ListFile *File = load(Path.str().str()))
         Chain.push_back(File);
     }
+    // The modules include() reads, as CMake resolves it; then, for an
+    // include() the walk cannot resolve (a variable it does not know), a
+    // file of the project CMake read whose name it names.
+    std::vector<IncludedModule> Included = includedModules(ChainDirs);
     for (const std::string &Path : Model->ListFiles)
       if (!llvm::is_contained(ChainPaths, Path) &&
           llvm::sys::path::filename(Path) != "CMakeLists.txt" &&
           isBuildFile(Path) && includedBy(Chain, Path))
         if (ListFile *File = load(Path))
-          Included.push_back(File);
+          if (!llvm::any_of(Included, [&](const IncludedModule &M) {
+                return M.File == File;
+              }))
+            Included.push_back({File, File, 0});
     for (ListFile *File : Chain)
       if (File->FindsDdpify)
         return;
-    for (ListFile *File : Included)
-      if (File->FindsDdpify)
+    for (const IncludedModule &Module : Included)
+      if (Module.File->FindsDdpify)
         return;
     ListFile *Anchor = nullptr;
     std::optional<size_t> Command;
@@ -579,9 +869,18 @@ private:
     for (ListFile *File : Chain)
       if (!Anchor && File->FindTorch)
         Anchor = File, Command = File->FindTorch;
-    for (ListFile *File : Included)
-      if (!Anchor && File->FindTorch)
-        Anchor = File, Command = File->FindTorch;
+    // A module outside the root is not edited: the package is found after
+    // the include() under the root that reached it.
+    for (const IncludedModule &Module : Included) {
+      if (Anchor || !Module.File->FindTorch)
+        continue;
+      if (isPathUnder(Module.File->Path, Root)) {
+        Anchor = Module.File, Command = Module.File->FindTorch;
+      } else {
+        Anchor = Module.ViaFile, Command = Module.ViaCommand;
+        Outside = Module.File->Path;
+      }
+    }
     for (ListFile *File : Chain)
       if (!Anchor && File->Project)
         Anchor = File, Command = File->Project;
@@ -600,8 +899,11 @@ private:
     // user package registry may then give another ddpify, silently): the
     // cache's value goes in as hints, searched before the registry.
     auto Sets = [](const ListFile *F) { return F->SetsPrefixPath; };
-    bool Hides = llvm::any_of(Chain, Sets) || llvm::any_of(Included, Sets) ||
-                 Anchor->SetsPrefixPath;
+    bool Hides =
+        llvm::any_of(Chain, Sets) ||
+        llvm::any_of(Included,
+                     [&](const IncludedModule &M) { return Sets(M.File); }) ||
+        Anchor->SetsPrefixPath;
     std::string Find = Hides ? "find_package(ddpify REQUIRED HINTS "
                                "$CACHE{CMAKE_PREFIX_PATH})"
                              : "find_package(ddpify REQUIRED)";

@@ -65,6 +65,13 @@ struct CMakeCodeModel {
   /// The project's own CMake files CMake read (CMakeLists.txt and include()d
   /// ones), absolute; neither CMake's modules nor generated files.
   std::vector<std::string> ListFiles;
+  /// The other files CMake read outside the source and build folders
+  /// (cmake-file-api(7)'s isExternal: a module of the project above its
+  /// source folder, a package's config files), absolute; not CMake's own.
+  std::vector<std::string> ExternalListFiles;
+  /// CMAKE_MODULE_PATH as the build folder's cache holds it (given with
+  /// -DCMAKE_MODULE_PATH), a list; empty when it has none.
+  std::string CacheModulePath;
 };
 
 /// Whether \p BuildDir is a CMake build folder: a CMakeCache.txt naming its
