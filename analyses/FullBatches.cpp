@@ -26,6 +26,7 @@
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/Lex/Lexer.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/SaveAndRestore.h"
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -449,13 +450,18 @@ public:
   const VarDecl *LossVar = nullptr;
   Value LossValue;
   std::string LossWhy;
+  /// Where the use LossWhy names is.
+  SourceLocation LossWhyAt;
   bool LossSeen = false;
 
   std::string Why;
+  /// Where the use Why names is: the expression being classified.
+  SourceLocation WhyAt;
 
   void walk(const Stmt *S) {
     if (!S || !Why.empty())
       return;
+    llvm::SaveAndRestore At(Current, S->getBeginLoc());
     if (const auto *Decls = dyn_cast<DeclStmt>(S)) {
       for (const Decl *D : Decls->decls())
         if (const auto *Var = dyn_cast<VarDecl>(D))
@@ -514,8 +520,10 @@ private:
   }
 
   Value bad(std::string Reason) {
-    if (Why.empty())
+    if (Why.empty()) {
       Why = std::move(Reason);
+      WhyAt = Current;
+    }
     Value V;
     V.K = Row::Bad;
     return V;
@@ -541,6 +549,7 @@ private:
       return;
     if (!Recording) {
       LastFigure = textOf(Context, E);
+      LastFigureAt = E->getBeginLoc();
     } else if (InOutput) {
       V = bad("the figure '" + textOf(Context, E) +
               "' over the rows is computed inside output");
@@ -650,6 +659,7 @@ private:
 
   Value classifyLoss(const Expr *E) {
     std::string Saved = std::move(Why);
+    SourceLocation SavedAt = WhyAt;
     Why.clear();
     bool SavedRecording = Recording;
     Recording = false;
@@ -661,14 +671,20 @@ private:
     Recording = SavedRecording;
     LossSeen = true;
     LossValue = V;
-    if (V.K == Row::Bad)
+    LossWhyAt = E->getBeginLoc();
+    if (V.K == Row::Bad) {
       LossWhy = Why;
-    else if (V.K == Row::Global || (V.K == Row::Figure && !LastFigure.empty()))
+      LossWhyAt = WhyAt;
+    } else if (V.K == Row::Global ||
+               (V.K == Row::Figure && !LastFigure.empty())) {
+      LossWhyAt = LastFigureAt;
       LossWhy = "its loss depends on '" + LastFigure +
                 "', a figure computed over the whole batch";
-    else if (V.K == Row::Rows)
+    } else if (V.K == Row::Rows) {
       LossWhy = "its loss is not reduced over the rows";
+    }
     Why = std::move(Saved);
+    WhyAt = SavedAt;
     Value Result;
     Result.K = Row::Global;
     return Result;
@@ -678,6 +694,7 @@ private:
     E = strip(E);
     if (!E)
       return Value();
+    llvm::SaveAndRestore At(Current, E->getBeginLoc());
     if (LossInit && E == strip(LossInit))
       return classifyLoss(E);
     if (const auto *Ref = dyn_cast<DeclRefExpr>(E)) {
@@ -927,6 +944,9 @@ private:
   bool InOutput = false;
   bool SawGlobal = false;
   std::string LastFigure;
+  SourceLocation LastFigureAt;
+  /// The statement or expression being classified.
+  SourceLocation Current;
 };
 
 const Stmt *parentStmt(ASTContext &Context, const Stmt *S) {
@@ -1126,11 +1146,28 @@ const Expr *lossReadCondition(ASTContext &Context, const Stmt *Loop,
 } // namespace
 
 FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
-                            TrainingOracle &Oracle, std::string *Why) {
+                            TrainingOracle &Oracle, std::string *Why,
+                            SourceLocation *WhyAt) {
   FullBatchLoop Result;
-  auto Fail = [&](std::string Reason) {
-    if (Why)
-      *Why = std::move(Reason);
+  // The tensors it feeds whole, named in each reason (once known).
+  std::set<const VarDecl *> Fed;
+  auto Fail = [&](std::string Reason, SourceLocation At) {
+    if (Why) {
+      std::vector<const VarDecl *> Names(Fed.begin(), Fed.end());
+      const SourceManager &SM = Context.getSourceManager();
+      llvm::sort(Names, [&](const VarDecl *A, const VarDecl *B) {
+        return before(SM, A->getLocation(), B->getLocation());
+      });
+      std::string List;
+      for (const VarDecl *Var : Names)
+        List += (List.empty() ? "'" : ", '") + Var->getNameAsString() + "'";
+      *Why = List.empty()
+                 ? std::move(Reason)
+                 : "it feeds " + List +
+                       " whole to the model at every step, but " + Reason;
+    }
+    if (WhyAt)
+      *WhyAt = At;
     return FullBatchLoop();
   };
   const Stmt *Body = nullptr;
@@ -1162,7 +1199,6 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
     Result.Migrated = true;
     return Result;
   }
-  std::set<const VarDecl *> Fed;
   bool Forward = false;
   collectFedTensors(Context, Body, IsOuter, Fed, Forward);
   if (Fed.empty() || !Forward)
@@ -1174,17 +1210,20 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
   if (LossVar) {
     if (!LossVar->isLocalVarDecl())
       return Fail("its loss '" + LossVar->getNameAsString() +
-                  "' is not a local");
+                      "' is not a local",
+                  Receiver->getBeginLoc());
     std::vector<const DeclRefExpr *> Refs;
     collectReferences(Body, LossVar, Refs);
     const Expr *Assigned = nullptr;
     unsigned Assignments = 0;
+    SourceLocation Again;
     for (const DeclRefExpr *Ref : Refs)
       if (const auto *Op =
               dyn_cast_or_null<CXXOperatorCallExpr>(parentStmt(Context, Ref)))
         if (Op->getOperator() == OO_Equal && strip(Op->getArg(0)) == Ref) {
           Assigned = Op->getArg(1);
-          ++Assignments;
+          if (++Assignments == 2)
+            Again = Op->getBeginLoc();
         }
     bool Inside = !before(SM, LossVar->getLocation(), Body->getBeginLoc());
     if (Inside && LossVar->getInit() && Assignments == 0)
@@ -1193,7 +1232,8 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
       LossInit = Assigned;
     else
       return Fail("its loss '" + LossVar->getNameAsString() +
-                  "' is assigned more than once");
+                      "' is assigned more than once",
+                  Again.isValid() ? Again : LossVar->getLocation());
   }
   // The statement that calls backward().
   const Stmt *Statement = Backward;
@@ -1202,7 +1242,8 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
        Parent = parentStmt(Context, Parent))
     Statement = Parent;
   if (!isa<Expr>(Statement))
-    return Fail("its backward() is not a statement of its own");
+    return Fail("its backward() is not a statement of its own",
+                Backward->getBeginLoc());
 
   RowRegion Train;
   RowClassifier Rows(Context, Fed, IsOuter, Train);
@@ -1215,26 +1256,38 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
   if (!Rows.LossWhy.empty()) {
     Result.Loop = Loop;
     Result.WholeWhy = Rows.LossWhy;
+    Result.WholeAt = Rows.LossWhyAt;
+    // The tensors it feeds whole, for the note.
+    Result.Train.Tensors.assign(Fed.begin(), Fed.end());
+    llvm::sort(Result.Train.Tensors, [&](const VarDecl *A, const VarDecl *B) {
+      return before(SM, A->getLocation(), B->getLocation());
+    });
     return Result;
   }
   if (Rows.LossValue.K != Row::Figure)
-    return Fail("its loss does not depend on the rows");
+    return Fail("its loss does not depend on the rows",
+                Receiver->getBeginLoc());
   if (!Rows.Why.empty())
-    return Fail(Rows.Why);
+    return Fail(Rows.Why, Rows.WhyAt);
   for (const VarDecl *Var : Fed)
-    if (!Rows.LossValue.From.count(Var))
-      return Fail("it also feeds '" + Var->getNameAsString() +
-                  "', which its loss does not take");
+    if (!Rows.LossValue.From.count(Var)) {
+      std::vector<const DeclRefExpr *> Refs;
+      collectReferences(Body, Var, Refs);
+      return Fail("its loss does not take '" + Var->getNameAsString() + "'",
+                  Refs.empty() ? Var->getLocation() : Refs[0]->getBeginLoc());
+    }
   for (const VarDecl *Var : Fed) {
     std::vector<const DeclRefExpr *> Refs;
     collectReferences(Function->getBody(), Var, Refs);
     for (const DeclRefExpr *Ref : Refs)
       if (before(SM, Loop->getEndLoc(), Ref->getLocation()))
-        return Fail("'" + Var->getNameAsString() + "' is used after it");
+        return Fail("'" + Var->getNameAsString() + "' is used after it",
+                    Ref->getBeginLoc());
     if (Var->getType()->isReferenceType() &&
         !Var->getType().getNonReferenceType().isConstQualified())
       return Fail("'" + Var->getNameAsString() +
-                  "' is a reference ddpify would change for its caller");
+                      "' is a reference ddpify would change for its caller",
+                  Var->getLocation());
   }
   // The loss read again after backward(): global from there on.
   if (LossVar) {
@@ -1252,14 +1305,16 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
         continue;
       if (before(SM, Ref->getLocation(), Statement->getEndLoc()))
         return Fail("its loss '" + LossVar->getNameAsString() +
-                    "' is read before backward()");
+                        "' is read before backward()",
+                    Ref->getBeginLoc());
       ReadAfter = true;
       Reads.push_back(Ref);
     }
     if (ReadAfter && (LossVar->getType().isConstQualified() ||
                       LossVar->getType()->isReferenceType()))
       return Fail("its loss '" + LossVar->getNameAsString() +
-                  "' is read after backward() but cannot be re-assigned");
+                      "' is read after backward() but cannot be re-assigned",
+                  Reads.front()->getBeginLoc());
     if (!ReadAfter)
       LossVar = nullptr;
     else

@@ -6,7 +6,9 @@
 // `it != l->end()` compares it, `it = l->begin()` re-takes it. It is a pass
 // when one loop whose condition is `it != end` holds every read and every
 // advance and cannot be left early (no break, return or goto out of it);
-// any other reading is a set of draws.
+// any other reading is a set of draws. `std::distance(l->begin(), l->end())`
+// is a count of the loader's batches (every one made and dropped, none read
+// by the program).
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +44,45 @@ bool isBeginCall(const Expr *E) {
       E ? stripParensAndImplicit(E) : nullptr);
   const CXXMethodDecl *Method = Call ? Call->getMethodDecl() : nullptr;
   return Method && Method->getIdentifier() && Method->getName() == "begin";
+}
+
+/// `loader->end()`, `(*loader).end()`, `loader.end()`.
+bool isEndCall(const Expr *E) {
+  const auto *Call = dyn_cast_or_null<CXXMemberCallExpr>(
+      E ? stripParensAndImplicit(E) : nullptr);
+  const CXXMethodDecl *Method = Call ? Call->getMethodDecl() : nullptr;
+  return Method && Method->getIdentifier() && Method->getName() == "end";
+}
+
+/// E behind the copies an argument taken by value goes through.
+const Expr *stripCopies(const Expr *E) {
+  for (int Depth = 0; E && Depth < 8; ++Depth) {
+    E = stripParensAndImplicit(E);
+    const auto *Construct = dyn_cast<CXXConstructExpr>(E);
+    if (!Construct || Construct->getNumArgs() != 1)
+      break;
+    E = Construct->getArg(0);
+  }
+  return E;
+}
+
+/// The loader whose batches Call counts: `std::distance(l->begin(),
+/// l->end())`, the same holder on both sides; null for any other call.
+const Expr *distanceLoader(const CallExpr *Call) {
+  if (!isStdCall(Call, "distance") || Call->getNumArgs() != 2)
+    return nullptr;
+  const Expr *First = stripCopies(Call->getArg(0));
+  const Expr *Last = stripCopies(Call->getArg(1));
+  if (!isBeginCall(First) || !isEndCall(Last))
+    return nullptr;
+  const Expr *Loader =
+      cast<CXXMemberCallExpr>(First)->getImplicitObjectArgument();
+  const ValueDecl *Holder = loaderHolderOf(Loader);
+  if (!Holder ||
+      Holder != loaderHolderOf(
+                    cast<CXXMemberCallExpr>(Last)->getImplicitObjectArgument()))
+    return nullptr;
+  return Loader;
 }
 
 bool contains(const Stmt *Outer, const Stmt *Inner, ASTContext &Context) {
@@ -107,6 +148,13 @@ public:
     if (const VarDecl *Var = assignedVariable(ParentExpr, Cur))
       return fromVariable(Var);
     IteratorUse Use;
+    if (const auto *Call = dyn_cast<CallExpr>(ParentExpr))
+      if (Call->getNumArgs() == 2 && wraps(Call->getArg(0), Cur) &&
+          distanceLoader(Call)) {
+        Use.K = IteratorUse::Count;
+        Use.Distance = Call;
+        return Use;
+      }
     if (isRead(ParentExpr, Cur)) {
       Use.K = IteratorUse::Draws;
       addRegion(Use, Parent);
@@ -404,6 +452,86 @@ std::string qualifiedSpelling(QualType Type, const ASTContext &Context) {
 
 IteratorUse iteratorUse(ASTContext &Context, const CXXMemberCallExpr *Begin) {
   return IteratorFollower(Context).fromBegin(Begin);
+}
+
+namespace {
+
+/// Explicit casts too (`static_cast<double>(n)`).
+const Expr *stripCasts(const Expr *E) {
+  for (int Depth = 0; E && Depth < 8; ++Depth) {
+    E = stripParensAndImplicit(E);
+    const auto *Cast = dyn_cast<ExplicitCastExpr>(E);
+    if (!Cast)
+      break;
+    E = Cast->getSubExpr();
+  }
+  return E;
+}
+
+/// Whether Var, a local, keeps its initial value: const, or every use of
+/// it in its function reads its value (no assignment, increment, address or
+/// reference taken).
+bool neverChanged(ASTContext &Context, const VarDecl *Var) {
+  if (!Var->isLocalVarDecl() || Var->getType()->isReferenceType())
+    return false;
+  if (Var->getType().isConstQualified())
+    return true;
+  const auto *Function =
+      dyn_cast_or_null<FunctionDecl>(Var->getParentFunctionOrMethod());
+  if (!Function || !Function->getBody())
+    return false;
+  std::vector<const DeclRefExpr *> Refs;
+  collectReferences(Function->getBody(), Var, Refs);
+  for (const DeclRefExpr *Ref : Refs) {
+    DynTypedNode Parent = parentOf(Context, DynTypedNode::create(*Ref));
+    while (Parent.get<ParenExpr>())
+      Parent = parentOf(Context, Parent);
+    const auto *Cast = Parent.get<ImplicitCastExpr>();
+    if (!Cast || Cast->getCastKind() != CK_LValueToRValue)
+      return false;
+  }
+  return true;
+}
+
+const Expr *countOf(ASTContext &Context, const Expr *E, int Depth) {
+  E = stripCasts(E);
+  if (!E || Depth > 2)
+    return nullptr;
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(E)) {
+    const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
+    if (!Var || !Var->getInit() || !neverChanged(Context, Var))
+      return nullptr;
+    return countOf(Context, Var->getInit(), Depth + 1);
+  }
+  const auto *Call = dyn_cast<CallExpr>(E);
+  if (!Call)
+    return nullptr;
+  if (const Expr *Loader = distanceLoader(Call))
+    return Loader;
+  // A helper `return std::distance(loader.begin(), loader.end());` over one
+  // of its parameters: the argument is the loader counted.
+  const FunctionDecl *Callee = Call->getDirectCallee();
+  if (!Callee || isa<CXXOperatorCallExpr>(Call))
+    return nullptr;
+  const FunctionDecl *Definition = nullptr;
+  const Stmt *Body = Callee->getBody(Definition);
+  const auto *Block = dyn_cast_or_null<CompoundStmt>(Body);
+  if (!Block || Block->size() != 1)
+    return nullptr;
+  const auto *Return = dyn_cast<ReturnStmt>(Block->body_front());
+  if (!Return || !Return->getRetValue())
+    return nullptr;
+  const Expr *Counted = countOf(Context, Return->getRetValue(), Depth + 1);
+  const auto *Param = dyn_cast_or_null<ParmVarDecl>(loaderHolderOf(Counted));
+  if (!Param || Param->getFunctionScopeIndex() >= Call->getNumArgs())
+    return nullptr;
+  return Call->getArg(Param->getFunctionScopeIndex());
+}
+
+} // namespace
+
+const Expr *loaderCountOf(ASTContext &Context, const Expr *E) {
+  return E ? countOf(Context, E, 0) : nullptr;
 }
 
 const Expr *iteratorPassLoader(ASTContext &Context, const Stmt *Loop,

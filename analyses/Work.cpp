@@ -2,6 +2,7 @@
 
 #include "ddpify/Work.h"
 #include "ddpify/MatcherUtil.h"
+#include "ddpify/MetricLoops.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -13,6 +14,31 @@ namespace {
 
 std::string qualifiedName(const NamedDecl *D) {
   return D ? D->getQualifiedNameAsString() : "";
+}
+
+/// `l->begin()`, `l.begin()` on a data loader.
+bool isLoaderBegin(const CallExpr *Call) {
+  const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
+  const CXXMethodDecl *Method = Member ? Member->getMethodDecl() : nullptr;
+  if (!Method || !Method->getIdentifier() || Method->getName() != "begin")
+    return false;
+  const Expr *Object = Member->getImplicitObjectArgument();
+  QualType Type = Object ? Object->getType() : QualType();
+  if (!Type.isNull() && Type->isPointerType())
+    Type = Type->getPointeeType();
+  return !Type.isNull() && isDataLoaderType(Type);
+}
+
+/// E behind the copies an argument taken by value goes through.
+const Expr *stripCopies(const Expr *E) {
+  for (int Depth = 0; E && Depth < 8; ++Depth) {
+    E = stripParensAndImplicit(E);
+    const auto *Construct = dyn_cast<CXXConstructExpr>(E);
+    if (!Construct || Construct->getNumArgs() != 1)
+      break;
+    E = Construct->getArg(0);
+  }
+  return E;
 }
 
 bool derivesFromOstream(QualType T) {
@@ -146,6 +172,16 @@ bool doesWork(const Expr *E, ProgramFunctionFilter IsProgramFunction) {
     return true;
   if (isForwardPass(Call))
     return true;
+  // A pass over a data loader starts at its begin(): ddp's sampler takes
+  // the next epoch's shuffle there, which every process must take alike.
+  // The count of its batches, `std::distance(l->begin(), l->end())`, is
+  // such a pass as a whole.
+  if (isLoaderBegin(Call))
+    return true;
+  if (Ref == "std::distance" && Call->getNumArgs() == 2)
+    if (const auto *First = dyn_cast<CallExpr>(stripCopies(Call->getArg(0))))
+      if (isLoaderBegin(First))
+        return true;
   if (Callee->getIdentifier()) {
     llvm::StringRef Short = Callee->getName();
     if (Ref.starts_with("torch::") &&

@@ -973,9 +973,18 @@ private:
         if (handBatchList(*Context, List, *Oracle, &NotShardedWhy))
           continue;
       // Whole tensors R15 shards by rows, or keeps whole with a note of its
-      // own (analyses/FullBatches.cpp).
-      if (fullBatchLoop(*Context, Loop, *Oracle).Loop)
+      // own (analyses/FullBatches.cpp); where it cannot, why, and where.
+      std::string WholeWhy;
+      SourceLocation WholeAt;
+      if (fullBatchLoop(*Context, Loop, *Oracle, &WholeWhy, &WholeAt).Loop)
         continue;
+      std::string WholeNote;
+      if (!WholeWhy.empty() && NotShardedWhy.empty()) {
+        std::string Place =
+            WholeAt.isValid() ? placeOf(*Context, Locator, Root, WholeAt) : "";
+        WholeNote = " (" + WholeWhy + (Place.empty() ? "" : ", at " + Place) +
+                    ", so R15 cannot shard its rows)";
+      }
       bool Fed = enclosingBatchLoop(*Context, Loop, *Oracle) != nullptr;
       for (const Stmt *S = Parents->getParent(Loop); S && !Fed;
            S = Parents->getParent(S))
@@ -1001,6 +1010,7 @@ private:
           (NotShardedWhy.empty()
                ? std::string()
                : " (it cuts its batches by hand, but " + NotShardedWhy + ")") +
+          WholeNote +
           "; shard it by ddp::rank()/ddp::world_size() or use a torch "
           "dataset with ddp::make_data_loader" +
           rolloutsAdvice(Loop);

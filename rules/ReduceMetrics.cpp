@@ -14,7 +14,11 @@
 // maximum, a vector push_back, a member, a reference, a sum carried over an
 // enclosing loop) is a `metric-pattern` report item instead. A loop already
 // followed by the all-reduce statements, or by a collective of the user's own
-// in its block, is left alone.
+// in its block, is left alone. A sum made global that is divided, after the
+// loop, by a count of a sharded loader's batches (`std::distance(l->begin(),
+// l->end())`, a local holding it, a helper returning it: this rank's count,
+// the same on every rank) is divided by every rank's batches instead,
+// `(n * ddp::world_size())`, so the epoch mean it prints is the global one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,11 +83,12 @@ public:
         Context.getSourceManager().isInSystemHeader(Function->getLocation()))
       return;
     for (const MetricLoop &Loop : analyzeMetricLoops(Context, Function))
-      report(Context, Loop);
+      report(Context, Function, Loop);
   }
 
 private:
-  void report(ASTContext &Context, const MetricLoop &Loop) {
+  void report(ASTContext &Context, const FunctionDecl *Function,
+              const MetricLoop &Loop) {
     const SourceManager &SM = Context.getSourceManager();
     for (const MetricLoop::Problem &Problem : Loop.Problems) {
       Finding F = Locator.make(Context, SourceRange(Problem.Loc), "R11", "");
@@ -145,8 +150,96 @@ private:
     }
     if (!Text.empty())
       F.replaceRangeWith(Text);
+    std::vector<std::string> Excludes = F.Excludes;
     if (Seen.insert({F.FilePath, F.Offset, "R11"}).second)
       Findings.push_back(std::move(F));
+    if (!Text.empty())
+      countEveryRank(Context, Function, Loop, Excludes);
+  }
+
+  /// The divisions after Loop of a sum it makes global by a count of a
+  /// sharded loader's batches: this rank's count, the same on every rank
+  /// (even shards are padded, exact ones cut into as many batches), times
+  /// the world size is every rank's.
+  void countEveryRank(ASTContext &Context, const FunctionDecl *Function,
+                      const MetricLoop &Loop,
+                      const std::vector<std::string> &Excludes) {
+    const SourceManager &SM = Context.getSourceManager();
+    std::set<const VarDecl *> Sums(Loop.Accumulators.begin(),
+                                   Loop.Accumulators.end());
+    std::vector<std::pair<const Expr *, const Expr *>> Divisions;
+    collectDivisions(Function->getBody(), Divisions);
+    for (const auto &[Dividend, Divisor] : Divisions) {
+      if (!SM.isBeforeInTranslationUnit(Loop.Loop->getEndLoc(),
+                                        Dividend->getBeginLoc()))
+        continue;
+      const auto *Ref = dyn_cast<DeclRefExpr>(stripCasts(Dividend));
+      const auto *Sum = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+      if (!Sum || !Sums.count(Sum))
+        continue;
+      const Expr *Counted = loaderCountOf(Context, Divisor);
+      if (!Counted)
+        continue;
+      const Expr *Count = stripCasts(Divisor);
+      Finding F = Locator.make(Context, Count->getSourceRange(), "R11", "");
+      if (F.FilePath.empty() || F.InMacro ||
+          !Seen.insert({F.FilePath, F.Offset, "R11-count"}).second)
+        continue;
+      F.Excludes = Excludes;
+      if (const ValueDecl *Holder = loaderHolderOf(Counted))
+        F.Excludes.push_back(
+            unshardedLoaderFact(loaderHolderKey(Holder, Context)));
+      // Inside a named cast's own parentheses no more are needed.
+      bool Bare = false;
+      for (const Expr *E = stripParensAndImplicit(Divisor); E && !Bare;) {
+        const auto *Cast = dyn_cast<ExplicitCastExpr>(E);
+        if (!Cast)
+          break;
+        const Expr *Inner = stripParensAndImplicit(Cast->getSubExpr());
+        Bare = Inner == Count && (isa<CXXNamedCastExpr>(Cast) ||
+                                  isa<CXXFunctionalCastExpr>(Cast));
+        E = Inner;
+      }
+      std::string Text =
+          sourceText(Context, Count->getSourceRange()) + " * ddp::world_size()";
+      F.replaceRangeWith(Bare ? Text : "(" + Text + ")");
+      F.Message = "'" + Sum->getNameAsString() +
+                  "' is summed over every rank after the loop, and '" +
+                  sourceText(Context, Count->getSourceRange()) +
+                  "' counts this rank's batches (the same on every rank): "
+                  "divided by every rank's batches, so the mean is global";
+      Findings.push_back(std::move(F));
+    }
+  }
+
+  /// `a / b`, `a /= b` (numbers and tensors) in S: dividend and divisor.
+  static void
+  collectDivisions(const Stmt *S,
+                   std::vector<std::pair<const Expr *, const Expr *>> &Out) {
+    if (!S)
+      return;
+    if (const auto *Op = dyn_cast<BinaryOperator>(S))
+      if (Op->getOpcode() == BO_Div || Op->getOpcode() == BO_DivAssign)
+        Out.push_back({Op->getLHS(), Op->getRHS()});
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S))
+      if ((Op->getOperator() == OO_Slash ||
+           Op->getOperator() == OO_SlashEqual) &&
+          Op->getNumArgs() == 2)
+        Out.push_back({Op->getArg(0), Op->getArg(1)});
+    for (const Stmt *Child : S->children())
+      collectDivisions(Child, Out);
+  }
+
+  /// E behind parentheses, implicit nodes and explicit casts.
+  static const Expr *stripCasts(const Expr *E) {
+    for (int Depth = 0; E && Depth < 8; ++Depth) {
+      E = stripParensAndImplicit(E);
+      const auto *Cast = dyn_cast<ExplicitCastExpr>(E);
+      if (!Cast)
+        break;
+      E = Cast->getSubExpr();
+    }
+    return E;
   }
 
   /// A loader R4 leaves unsharded gives every rank every sample: nothing

@@ -29,6 +29,7 @@
 #include "ddpify/FullBatches.h"
 #include "ddpify/MatcherUtil.h"
 #include "ddpify/Registry.h"
+#include "ddpify/UnevenSteps.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMapContext.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
@@ -47,7 +48,7 @@ class FullBatchMatchers : public MatcherModule,
                           public MatchFinder::MatchCallback {
 public:
   FullBatchMatchers(FindingList &Findings, llvm::StringRef ProjectRoot)
-      : Findings(Findings), Locator(ProjectRoot) {}
+      : Findings(Findings), Locator(ProjectRoot), Root(ProjectRoot.str()) {}
 
   void registerMatchers(MatchFinder &Finder) override {
     Finder.addMatcher(forStmt().bind("loop"), this);
@@ -79,17 +80,22 @@ public:
       return;
     F.Length = 0;
     if (!Batch.WholeWhy.empty()) {
-      Findings.push_back(whole(F, Batch.WholeWhy));
+      // Which tensors, why, and where the use that keeps them whole is.
+      std::string Place = Batch.WholeAt.isValid()
+                              ? placeOf(Context, Locator, Root, Batch.WholeAt)
+                              : "";
+      Findings.push_back(
+          whole(F, namesOf(Batch.Train.Tensors),
+                Batch.WholeWhy + (Place.empty() ? "" : ", at " + Place)));
       return;
     }
+    std::string Names = namesOf(Batch.Train.Tensors);
     if (F.InMacro || !shard(Context, Batch, F)) {
-      Findings.push_back(whole(F, "ddpify cannot spell its edits here (a "
-                                  "macro, or a spot it cannot place them)"));
+      Findings.push_back(whole(F, Names,
+                               "ddpify cannot spell its edits here (a "
+                               "macro, or a spot it cannot place them)"));
       return;
     }
-    std::string Names;
-    for (const VarDecl *Var : Batch.Train.Tensors)
-      Names += (Names.empty() ? "'" : ", '") + Var->getNameAsString() + "'";
     F.Message = "this training loop feeds the whole of " + Names +
                 " to the model at every step; each rank takes its block of "
                 "their rows (ddp::RowShard) and weighs its loss, so the "
@@ -113,14 +119,26 @@ public:
   }
 
 private:
-  static Finding whole(const Finding &At, const std::string &Why) {
+  static std::string namesOf(llvm::ArrayRef<const VarDecl *> Tensors) {
+    std::string Names;
+    for (const VarDecl *Var : Tensors)
+      Names += (Names.empty() ? "'" : ", '") + Var->getNameAsString() + "'";
+    return Names;
+  }
+
+  /// The note of a loop that keeps the whole batch: the tensors it feeds
+  /// (Names), and why.
+  static Finding whole(const Finding &At, const std::string &Names,
+                       const std::string &Why) {
     Finding F = At;
     F.RuleId.clear();
     F.Edits.clear();
     F.ReportId = "full-batch-whole";
     F.NotRewrittenReason =
-        "this training loop feeds whole tensors to the model at every step "
-        "and keeps the whole batch on every rank (correct, no speed-up): " +
+        "this training loop feeds " +
+        (Names.empty() ? std::string("whole tensors") : Names + " whole") +
+        " to the model at every step and keeps the whole batch on every rank "
+        "(correct, no speed-up): " +
         Why;
     F.Message = F.NotRewrittenReason;
     return F;
@@ -305,6 +323,7 @@ private:
 
   FindingList &Findings;
   FindingLocator Locator;
+  std::string Root;
   std::unique_ptr<TrainingOracle> Oracle;
   const ASTContext *OracleOf = nullptr;
   std::set<std::pair<std::string, unsigned>> Seen;

@@ -15,6 +15,11 @@
 //    followed (passed to a function whose body is not visible, stored in a
 //    global, never iterated here): a rank running one batch fewer would hang
 //    the others, duplicated evaluation samples only skew a metric.
+// A count of its batches (`std::distance(l->begin(), l->end())`, here or in a
+// helper it is passed to) reads no batch and decides nothing: after sharding
+// it is this rank's number of batches, the same on every rank and the number
+// of steps this rank's loop takes, which is what a progress line's total or
+// a schedule's steps per epoch need.
 // A loader is followed through the variables, parameters, members (of a class
 // of the main file) and function results (of functions of the main file) that
 // hold it; where their types spell out torch's StatelessDataLoader, that
@@ -117,6 +122,10 @@ struct LoaderUse {
   bool Iterated = false; ///< A pass over it was found (range-for, iterator).
   /// Batches drawn through begin() other than in a pass to its end.
   bool Drawn = false;
+  /// Its batches counted (`std::distance(l->begin(), l->end())`): no batch
+  /// reaches the program, and over a sharded loader the count is this
+  /// rank's number of batches, the same on every rank.
+  bool Counted = false;
   bool Backward = false;  ///< One of them reaches backward().
   bool Unknown = false;   ///< A use that could not be followed.
   std::string UnknownWhy; ///< The first such use, for the report.
@@ -158,6 +167,7 @@ struct LoaderUse {
   void merge(const LoaderUse &Other) {
     Iterated |= Other.Iterated;
     Drawn |= Other.Drawn;
+    Counted |= Other.Counted;
     Backward |= Other.Backward;
     Holders.insert(Holders.end(), Other.Holders.begin(), Other.Holders.end());
     if (Other.Unknown && !Unknown)
@@ -1040,6 +1050,13 @@ private:
       for (const Stmt *Region : Iterator.Regions)
         Use.Backward |= reachesBackward(Region, /*CallDepth=*/2);
       break;
+    case IteratorUse::Count:
+      // The number of batches a pass gives, which ddp's loader keeps equal
+      // on every rank: a progress line's total, a schedule's steps per
+      // epoch are this rank's (R11 counts every rank's batches where a sum
+      // it makes global is divided by it).
+      Use.Counted = true;
+      break;
     case IteratorUse::Nothing:
       break;
     case IteratorUse::Unknown:
@@ -1291,7 +1308,7 @@ private:
     noteParameterTypes(Written, Index, Name, Use);
     const ParmVarDecl *Param = Definition->getParamDecl(Index);
     LoaderUse Inner = useOfVariable(Param, Hops + 1);
-    if (!Inner.Iterated && !Inner.Unknown)
+    if (!Inner.Iterated && !Inner.Counted && !Inner.Unknown)
       Inner.unknown("it is passed to " + Name + ", which does not iterate it");
     Use.merge(Inner);
     return Use;

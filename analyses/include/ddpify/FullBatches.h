@@ -44,6 +44,9 @@ struct FullBatchLoop {
   /// Set when the loss cannot be shown to be a mean or a sum over rows:
   /// the loop keeps the whole batch, and this says why.
   std::string WholeWhy;
+  /// Where the use WholeWhy names is (invalid when none is); the tensors
+  /// it feeds are Train.Tensors then (nothing else of Train is set).
+  clang::SourceLocation WholeAt;
   /// The loss backward() is called on (the receiver as written), whether it
   /// is a sum (else a mean), and the local holding it when it is read again
   /// after backward(), with the statement that calls backward().
@@ -66,9 +69,11 @@ struct FullBatchLoop {
 /// Loop as a FullBatchLoop: a null Loop when it is none (a loop over a
 /// loader, batches cut by hand, a loop nested in another, a tensor re-assigned
 /// in it or used after it, ...), with the reason in Why when the loop does
-/// feed whole tensors.
+/// feed whole tensors (the tensors it feeds named, then what keeps it
+/// whole), and in WhyAt where the use it names is.
 FullBatchLoop fullBatchLoop(clang::ASTContext &Context, const clang::Stmt *Loop,
-                            TrainingOracle &Oracle, std::string *Why = nullptr);
+                            TrainingOracle &Oracle, std::string *Why = nullptr,
+                            clang::SourceLocation *WhyAt = nullptr);
 
 } // namespace ddpify
 

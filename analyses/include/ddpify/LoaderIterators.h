@@ -4,9 +4,11 @@
 // pass to the loader's end (`for (auto it = l->begin(); it != l->end();
 // ++it)`, the same as a while loop), or batches drawn one at a time (`auto
 // batch = *val_loader->begin();`, a validation batch every K steps,
-// `std::next(l->begin(), k)`, an iterator re-taken after the end). R4 decides
-// a loader's sharding from it, R11 reduces the sums of a pass, and both name
-// what holds a loader by one key (whole-program facts).
+// `std::next(l->begin(), k)`, an iterator re-taken after the end), or a count
+// of its batches (`std::distance(l->begin(), l->end())`). R4 decides a
+// loader's sharding from it, R11 reduces the sums of a pass (and counts the
+// batches of every rank where a sum made global is divided by such a count),
+// and both name what holds a loader by one key (whole-program facts).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +34,10 @@ struct IteratorUse {
     Draws,
     /// No batch read through it (compared only).
     Nothing,
+    /// Counted: `std::distance(l->begin(), l->end())`, the number of batches
+    /// of a pass (each batch is made and dropped). Over a sharded loader it
+    /// is this rank's number of batches, the same on every rank.
+    Count,
     /// A use not followed (the iterator handed to a function, copied).
     Unknown,
   } K = Nothing;
@@ -42,6 +48,8 @@ struct IteratorUse {
   /// of the block where it is read (or where the variable it is stored in
   /// is declared).
   std::vector<const clang::Stmt *> Regions;
+  /// Count: the std::distance call.
+  const clang::CallExpr *Distance = nullptr;
   /// Unknown: why, for the report.
   std::string Why;
 };
@@ -49,6 +57,15 @@ struct IteratorUse {
 /// The use of the iterator Begin (a `begin()` call on a loader) returns.
 IteratorUse iteratorUse(clang::ASTContext &Context,
                         const clang::CXXMemberCallExpr *Begin);
+
+/// The loader (`*loader`, `loader`: the object whose begin() is called)
+/// whose batches E counts, or null: E is, behind casts,
+/// `std::distance(l->begin(), l->end())` (`l.begin()`, `(*l).begin()`), a
+/// local initialised with one and never changed (`const auto n = ...`), or a
+/// call of a function of the program whose body returns the count of one of
+/// its parameters (the argument is the loader then).
+const clang::Expr *loaderCountOf(clang::ASTContext &Context,
+                                 const clang::Expr *E);
 
 /// The loader (`*loader`, `loader`: the object whose begin() is called)
 /// that Loop walks to its end by iterator (IteratorUse::Pass), or null;

@@ -211,6 +211,20 @@ void logged_by_count(torch::Tensor x, torch::Tensor y) {
   }
 }
 
+// Left whole: 'x' is read after the loop (R12's non-torch-loader note says
+// which tensor, which use and where).
+void used_after(torch::Tensor x, torch::Tensor y) {
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  for (int step = 0; step < 10; ++step) {
+    optimizer.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    optimizer.step();
+  }
+  std::cout << "mean input " << x.mean().item<double>() << '\n';
+}
+
 int main() {
   torch::manual_seed(0);
   auto x = torch::randn({101, 4}), y = torch::randn({101, 1});
@@ -226,5 +240,6 @@ int main() {
   logged_every(x, y, 10);
   logged_when_low(x, y);
   logged_by_count(x, y);
+  used_after(x, y);
   return 0;
 }
