@@ -1279,10 +1279,11 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
   for (const VarDecl *Var : Fed) {
     std::vector<const DeclRefExpr *> Refs;
     collectReferences(Function->getBody(), Var, Refs);
+    // Read again after the loop (a final figure on the training set): its
+    // shard gets a name of its own, and what follows sees the whole tensor.
     for (const DeclRefExpr *Ref : Refs)
       if (before(SM, Loop->getEndLoc(), Ref->getLocation()))
-        return Fail("'" + Var->getNameAsString() + "' is used after it",
-                    Ref->getBeginLoc());
+        Train.WholeAfter.insert(Var);
     if (Var->getType()->isReferenceType() &&
         !Var->getType().getNonReferenceType().isConstQualified())
       return Fail("'" + Var->getNameAsString() +

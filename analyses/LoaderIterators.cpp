@@ -54,18 +54,6 @@ bool isEndCall(const Expr *E) {
   return Method && Method->getIdentifier() && Method->getName() == "end";
 }
 
-/// E behind the copies an argument taken by value goes through.
-const Expr *stripCopies(const Expr *E) {
-  for (int Depth = 0; E && Depth < 8; ++Depth) {
-    E = stripParensAndImplicit(E);
-    const auto *Construct = dyn_cast<CXXConstructExpr>(E);
-    if (!Construct || Construct->getNumArgs() != 1)
-      break;
-    E = Construct->getArg(0);
-  }
-  return E;
-}
-
 /// The loader whose batches Call counts: `std::distance(l->begin(),
 /// l->end())`, the same holder on both sides; null for any other call.
 const Expr *distanceLoader(const CallExpr *Call) {
@@ -455,18 +443,6 @@ IteratorUse iteratorUse(ASTContext &Context, const CXXMemberCallExpr *Begin) {
 }
 
 namespace {
-
-/// Explicit casts too (`static_cast<double>(n)`).
-const Expr *stripCasts(const Expr *E) {
-  for (int Depth = 0; E && Depth < 8; ++Depth) {
-    E = stripParensAndImplicit(E);
-    const auto *Cast = dyn_cast<ExplicitCastExpr>(E);
-    if (!Cast)
-      break;
-    E = Cast->getSubExpr();
-  }
-  return E;
-}
 
 /// Whether Var, a local, keeps its initial value: const, or every use of
 /// it in its function reads its value (no assignment, increment, address or

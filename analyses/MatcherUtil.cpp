@@ -218,6 +218,28 @@ const clang::Expr *stripParensAndImplicit(const clang::Expr *E) {
   return E;
 }
 
+const clang::Expr *stripCopies(const clang::Expr *E) {
+  for (int Depth = 0; E && Depth < 8; ++Depth) {
+    E = stripParensAndImplicit(E);
+    const auto *Construct = llvm::dyn_cast<clang::CXXConstructExpr>(E);
+    if (!Construct || Construct->getNumArgs() != 1)
+      break;
+    E = Construct->getArg(0);
+  }
+  return E;
+}
+
+const clang::Expr *stripCasts(const clang::Expr *E) {
+  for (int Depth = 0; E && Depth < 8; ++Depth) {
+    E = stripParensAndImplicit(E);
+    const auto *Cast = llvm::dyn_cast<clang::ExplicitCastExpr>(E);
+    if (!Cast)
+      break;
+    E = Cast->getSubExpr();
+  }
+  return E;
+}
+
 namespace {
 
 bool isDevice(QualType Type) {

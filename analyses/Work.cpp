@@ -29,18 +29,6 @@ bool isLoaderBegin(const CallExpr *Call) {
   return !Type.isNull() && isDataLoaderType(Type);
 }
 
-/// E behind the copies an argument taken by value goes through.
-const Expr *stripCopies(const Expr *E) {
-  for (int Depth = 0; E && Depth < 8; ++Depth) {
-    E = stripParensAndImplicit(E);
-    const auto *Construct = dyn_cast<CXXConstructExpr>(E);
-    if (!Construct || Construct->getNumArgs() != 1)
-      break;
-    E = Construct->getArg(0);
-  }
-  return E;
-}
-
 bool derivesFromOstream(QualType T) {
   if (T.isNull())
     return false;

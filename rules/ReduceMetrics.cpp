@@ -230,18 +230,6 @@ private:
       collectDivisions(Child, Out);
   }
 
-  /// E behind parentheses, implicit nodes and explicit casts.
-  static const Expr *stripCasts(const Expr *E) {
-    for (int Depth = 0; E && Depth < 8; ++Depth) {
-      E = stripParensAndImplicit(E);
-      const auto *Cast = dyn_cast<ExplicitCastExpr>(E);
-      if (!Cast)
-        break;
-      E = Cast->getSubExpr();
-    }
-    return E;
-  }
-
   /// A loader R4 leaves unsharded gives every rank every sample: nothing
   /// to reduce (R4 provides the fact for each holder of such a loader).
   static void excludeUnsharded(Finding &F, const MetricLoop &Loop) {

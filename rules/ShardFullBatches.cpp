@@ -209,7 +209,8 @@ private:
     for (const VarDecl *Var : Region.Tensors) {
       std::string Name = Var->getNameAsString();
       QualType Type = Var->getType();
-      if (!Type.isConstQualified() && !Type->isReferenceType()) {
+      if (!Type.isConstQualified() && !Type->isReferenceType() &&
+          !Region.WholeAfter.count(Var)) {
         Declarations +=
             "\n" + Indent + Name + " = " + Shard + ".of(" + Name + ");";
         continue;

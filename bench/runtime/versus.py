@@ -5,7 +5,7 @@ pair by pair (so a drift of the machine's speed cancels out). The fast path's
 cost of a change, e.g. ddp::join's per-bucket stepping count (issue 55).
 
 usage: versus.py --bench <ddp_bench> --baseline <ddp_bench of the baseline>
-                 [--reps N] [--world-size 2]
+                 [--reps N] [--world-size 2] [--model NAME ...]
 """
 import argparse
 import statistics
@@ -19,10 +19,14 @@ def main():
     parser.add_argument("--baseline", required=True)
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--model", action="append",
+                        help="only this model's configurations (repeatable)")
     args = parser.parse_args()
     ws = args.world_size
     rows = []
     for model, batch, steps in CONFIGS:
+        if args.model and model not in args.model:
+            continue
         common = ["--mode", "ddp", "--model", model, "--batch", str(batch),
                   "--steps", str(steps)]
         a, b, ratios = [], [], []

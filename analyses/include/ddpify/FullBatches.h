@@ -15,6 +15,7 @@
 #include "ddpify/MetricLoops.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Expr.h"
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct RowRegion {
   std::vector<const clang::Expr *> RowCounts;
   /// Every reference to a tensor of Tensors in the stretch.
   std::vector<const clang::DeclRefExpr *> Uses;
+  /// Tensors read again after the stretch (a final loss or accuracy on the
+  /// training set): their shards get names of their own, so what follows
+  /// sees the whole tensors and computes the one-process figure.
+  std::set<const clang::VarDecl *> WholeAfter;
 };
 
 /// A training loop fed whole tensors.

@@ -30,6 +30,13 @@ std::string defaultProjectRoot(llvm::StringRef SourcePath);
 /// temporaries, cleanups) removed; null stays null.
 const clang::Expr *stripParensAndImplicit(const clang::Expr *E);
 
+/// E behind the copies an argument taken by value goes through.
+const clang::Expr *stripCopies(const clang::Expr *E);
+
+/// E behind parentheses, implicit nodes and explicit casts
+/// (`static_cast<double>(n)`).
+const clang::Expr *stripCasts(const clang::Expr *E);
+
 class FindingLocator {
 public:
   explicit FindingLocator(llvm::StringRef ProjectRoot)

@@ -225,6 +225,23 @@ void used_after(torch::Tensor x, torch::Tensor y) {
   std::cout << "mean input " << x.mean().item<double>() << '\n';
 }
 
+// The training set evaluated again after the loop (a final loss over all its
+// rows): the loop's shard has a name of its own, the evaluation its own shard
+// and a global figure.
+void final_on_training_set(torch::Tensor x, torch::Tensor y) {
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  for (int step = 0; step < 10; ++step) {
+    optimizer.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    optimizer.step();
+  }
+  torch::NoGradGuard no_grad;
+  const double final_mse = torch::mse_loss(model->forward(x), y).item<double>();
+  std::printf("final train_mse %.4f\n", final_mse);
+}
+
 int main() {
   torch::manual_seed(0);
   auto x = torch::randn({101, 4}), y = torch::randn({101, 1});
@@ -241,5 +258,6 @@ int main() {
   logged_when_low(x, y);
   logged_by_count(x, y);
   used_after(x, y);
+  final_on_training_set(x, y);
   return 0;
 }
