@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Variant tests: one idiom program under semantics-preserving rewrites.
 
-    variants.py TEMPLATE --ddpify BIN --work DIR --check "CMD" [-- FLAGS...]
+    variants.py TEMPLATE --ddpify BIN --work DIR --check "CMD"
+                [--migrate-arg OPTION]... [-- FLAGS...]
     variants.py TEMPLATE --list
 
 A template is a C++ program with marked variation points, each a run of
@@ -177,7 +178,8 @@ def check_variant(name, text, args, flags):
     report_file = os.path.join(folder, "report.json")
     cache = ["--cache-dir", args.cache_dir] if args.cache_dir else []
     code, _, err = run([args.ddpify, "migrate", source, "--root", src,
-                        "--out-dir", out, "--report", report_file] + cache +
+                        "--out-dir", out, "--report", report_file] +
+                       args.migrate_arg + cache +
                        ["--"] + flags)
     with open(os.path.join(folder, "migrate.err"), "w") as f:
         f.write(err)
@@ -199,7 +201,8 @@ def check_variant(name, text, args, flags):
             problems.append("the migrated program does not compile:\n" +
                             tail(cout + cerr))
         dcode, dout, derr = run([args.ddpify, "diff", migrated, "--root",
-                                 out, "--quiet"] + cache + ["--"] + flags)
+                                 out, "--quiet"] + args.migrate_arg + cache +
+                                ["--"] + flags)
         if dout.strip():
             problems.append("a second run changes the migrated program:\n" +
                             tail(dout))
@@ -221,6 +224,9 @@ def main():
     parser.add_argument("--check", help="the syntax check, a command line "
                         "the migrated file is appended to")
     parser.add_argument("--cache-dir", help="ddpify's header cache")
+    parser.add_argument("--migrate-arg", action="append", default=[],
+                        help="an option for every run of ddpify "
+                        "(--rollouts-per-rank), repeatable")
     argv = sys.argv[1:]
     flags = []
     if "--" in argv:
