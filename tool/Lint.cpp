@@ -2,6 +2,7 @@
 
 #include "Lint.h"
 #include "BuildConfig.h"
+#include "CheckGlobs.h"
 #include "Output.h"
 #include "Rdjson.h"
 #include "ddpify/AtomicFile.h"
@@ -20,22 +21,6 @@
 
 namespace ddpify {
 namespace {
-
-/// clang-tidy's glob: `*` matches any run of characters, nothing else is
-/// special.
-bool matchesGlob(llvm::StringRef Glob, llvm::StringRef Name) {
-  size_t Star = Glob.find('*');
-  if (Star == llvm::StringRef::npos)
-    return Glob == Name;
-  if (!Name.consume_front(Glob.take_front(Star)))
-    return false;
-  Glob = Glob.drop_front(Star + 1);
-  // Try every split point for the rest.
-  for (size_t I = 0; I <= Name.size(); ++I)
-    if (matchesGlob(Glob, Name.drop_front(I)))
-      return true;
-  return false;
-}
 
 llvm::SmallVector<llvm::StringRef, 0> splitLinesNoEol(llvm::StringRef Code) {
   llvm::SmallVector<llvm::StringRef, 0> Lines;
@@ -663,22 +648,6 @@ int exportFixes(const ToolOptions &Options, const LintOptions &LintOpts,
 }
 
 } // namespace
-
-bool matchesGlobList(llvm::StringRef Globs, llvm::StringRef CheckName) {
-  bool Enabled = false;
-  llvm::SmallVector<llvm::StringRef, 4> Parts;
-  Globs.split(Parts, ',', -1, /*KeepEmpty=*/false);
-  for (llvm::StringRef Part : Parts) {
-    Part = Part.trim();
-    bool Negative = Part.consume_front("-");
-    Part = Part.trim();
-    if (Part.empty())
-      continue;
-    if (matchesGlob(Part, CheckName))
-      Enabled = !Negative;
-  }
-  return Enabled;
-}
 
 bool isSuppressedByNolint(llvm::StringRef Code, unsigned Line,
                           llvm::StringRef CheckName) {

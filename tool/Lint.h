@@ -10,6 +10,7 @@
 #ifndef DDPIFY_LINT_H
 #define DDPIFY_LINT_H
 
+#include "CheckGlobs.h"
 #include "Pipeline.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
@@ -38,11 +39,6 @@ struct LintOptions {
 /// exports / applies their fix-its as asked. Returns the exit code.
 int runLint(const ToolOptions &Options, const LintOptions &LintOpts,
             const PipelineResult &Result, llvm::raw_ostream &OS);
-
-/// Whether a `--checks` glob list (`-*,ddp-cuda-*`) enables CheckName, with
-/// clang-tidy's syntax: comma-separated, `*` the only wildcard, a leading
-/// `-` removes, the last matching glob wins.
-bool matchesGlobList(llvm::StringRef Globs, llvm::StringRef CheckName);
 
 /// Whether a NOLINT comment in Code suppresses CheckName's diagnostic on the
 /// 1-based Line: `NOLINT` / `NOLINT(globs)` on that line, `NOLINTNEXTLINE`

@@ -1,7 +1,7 @@
 //===- Output.cpp - files, diffs and diagnostics --------------------------===//
 
 #include "Output.h"
-#include "Lint.h"
+#include "CheckGlobs.h"
 #include "ddpify/AtomicFile.h"
 #include "ddpify/EditSet.h"
 #include "llvm/ADT/SmallVector.h"
