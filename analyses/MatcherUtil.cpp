@@ -218,6 +218,29 @@ const clang::Expr *stripParensAndImplicit(const clang::Expr *E) {
   return E;
 }
 
+static bool derivesFromAt(const clang::CXXRecordDecl *Record,
+                          llvm::ArrayRef<llvm::StringRef> Names,
+                          unsigned Depth) {
+  if (!Record || Depth > 8)
+    return false;
+  std::string Qualified = Record->getQualifiedNameAsString();
+  for (llvm::StringRef Name : Names)
+    if (Qualified == Name)
+      return true;
+  const clang::CXXRecordDecl *Definition = Record->getDefinition();
+  if (!Definition)
+    return false;
+  for (const clang::CXXBaseSpecifier &Base : Definition->bases())
+    if (derivesFromAt(Base.getType()->getAsCXXRecordDecl(), Names, Depth + 1))
+      return true;
+  return false;
+}
+
+bool derivesFrom(const clang::CXXRecordDecl *Record,
+                 llvm::ArrayRef<llvm::StringRef> QualifiedNames) {
+  return derivesFromAt(Record, QualifiedNames, 0);
+}
+
 const clang::Expr *stripCopies(const clang::Expr *E) {
   for (int Depth = 0; E && Depth < 8; ++Depth) {
     E = stripParensAndImplicit(E);

@@ -30,23 +30,6 @@ bool nameIs(const NamedDecl *D, llvm::StringRef Name) {
   return D && D->getIdentifier() && D->getName() == Name;
 }
 
-bool derivesFrom(const CXXRecordDecl *Record,
-                 llvm::ArrayRef<llvm::StringRef> Names, unsigned Depth = 0) {
-  if (!Record || Depth > 8)
-    return false;
-  std::string Qualified = Record->getQualifiedNameAsString();
-  for (llvm::StringRef Name : Names)
-    if (Qualified == Name)
-      return true;
-  const CXXRecordDecl *Definition = Record->getDefinition();
-  if (!Definition)
-    return false;
-  for (const CXXBaseSpecifier &Base : Definition->bases())
-    if (derivesFrom(Base.getType()->getAsCXXRecordDecl(), Names, Depth + 1))
-      return true;
-  return false;
-}
-
 bool isTensorClass(const CXXRecordDecl *Record) {
   return derivesFrom(Record, {"at::Tensor", "at::TensorBase"});
 }
@@ -57,7 +40,7 @@ bool isOptimizerStep(const CallExpr *Call) {
     return false;
   const CXXMethodDecl *Method = Member->getMethodDecl();
   return Method && nameIs(Method, "step") &&
-         derivesFrom(Method->getParent(), {"torch::optim::Optimizer"});
+         derivesFrom(Method->getParent(), "torch::optim::Optimizer");
 }
 
 /// The local, parameter, global or member (through `this`) an lvalue names.

@@ -74,19 +74,6 @@ bool isDeviceLike(QualType Type) {
   return isRecordNamed(Type, "c10::Device") || isDeviceTypeEnum(Type);
 }
 
-/// Whether Record is, or derives from, the class named Name.
-bool derivesFrom(const CXXRecordDecl *Record, llvm::StringRef Name) {
-  if (!Record || !Record->hasDefinition())
-    return false;
-  Record = Record->getDefinition();
-  if (Record->getQualifiedNameAsString() == Name)
-    return true;
-  for (const CXXBaseSpecifier &Base : Record->bases())
-    if (derivesFrom(recordOf(Base.getType()), Name))
-      return true;
-  return false;
-}
-
 } // namespace
 
 bool isModuleClass(const CXXRecordDecl *Record) {

@@ -39,19 +39,6 @@ namespace {
 constexpr llvm::StringLiteral Rule = "R17";
 constexpr llvm::StringLiteral ReportId = "distributed-tensors";
 
-bool derivesFrom(const CXXRecordDecl *Class, llvm::StringRef QualifiedName) {
-  if (!Class)
-    return false;
-  if (Class->getQualifiedNameAsString() == QualifiedName)
-    return true;
-  if (!Class->hasDefinition())
-    return false;
-  for (const CXXBaseSpecifier &Base : Class->bases())
-    if (derivesFrom(Base.getType()->getAsCXXRecordDecl(), QualifiedName))
-      return true;
-  return false;
-}
-
 bool isTensorType(QualType Type) {
   const auto *Class =
       Type.getNonReferenceType().getCanonicalType()->getAsCXXRecordDecl();

@@ -163,19 +163,6 @@ const CXXThisExpr *thisOf(const Expr *E) {
   return dyn_cast_or_null<CXXThisExpr>(E);
 }
 
-bool derivesFrom(const CXXRecordDecl *Class, llvm::StringRef QualifiedName) {
-  if (!Class)
-    return false;
-  if (Class->getQualifiedNameAsString() == QualifiedName)
-    return true;
-  if (!Class->hasDefinition())
-    return false;
-  for (const CXXBaseSpecifier &Base : Class->bases())
-    if (derivesFrom(Base.getType()->getAsCXXRecordDecl(), QualifiedName))
-      return true;
-  return false;
-}
-
 /// The class a value of Type is, or points or refers to.
 const CXXRecordDecl *classOf(QualType Type) {
   // A dependent or erroneous initialiser (a ParenListExpr) has no type.

@@ -30,6 +30,15 @@ std::string defaultProjectRoot(llvm::StringRef SourcePath);
 /// temporaries, cleanups) removed; null stays null.
 const clang::Expr *stripParensAndImplicit(const clang::Expr *E);
 
+/// Whether Record is, or derives from, a class of one of these qualified
+/// names (`torch::nn::Module`).
+bool derivesFrom(const clang::CXXRecordDecl *Record,
+                 llvm::ArrayRef<llvm::StringRef> QualifiedNames);
+inline bool derivesFrom(const clang::CXXRecordDecl *Record,
+                        llvm::StringRef QualifiedName) {
+  return derivesFrom(Record, llvm::ArrayRef<llvm::StringRef>(QualifiedName));
+}
+
 /// E behind the copies an argument taken by value goes through.
 const clang::Expr *stripCopies(const clang::Expr *E);
 
