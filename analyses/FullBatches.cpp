@@ -57,6 +57,52 @@ const VarDecl *varOf(const Expr *E) {
   return nullptr;
 }
 
+/// The local a tensor is named by: a variable, or a binding of a structured
+/// binding (`auto [x, y] = make_data();`).
+const ValueDecl *tensorDeclOf(const Expr *E) {
+  if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(strip(E)))
+    if (isa<VarDecl, BindingDecl>(Ref->getDecl()))
+      return Ref->getDecl();
+  return nullptr;
+}
+
+/// A local variable or parameter, or a binding of a local structured
+/// binding.
+bool isLocalTensorDecl(const ValueDecl *D) {
+  if (const auto *Var = dyn_cast<VarDecl>(D))
+    return Var->isLocalVarDeclOrParm();
+  if (const auto *Binding = dyn_cast<BindingDecl>(D))
+    if (const auto *Whole =
+            dyn_cast_or_null<VarDecl>(Binding->getDecomposedDecl()))
+      return Whole->isLocalVarDecl();
+  return false;
+}
+
+/// The locals the object a binding of `auto &[x, y] = data;` refers into is
+/// reached through (data; holder and p of `auto &[x, y] = holder.pair` or
+/// `= *p`): none for anything else.
+std::vector<const VarDecl *> referredHolders(const ValueDecl *D) {
+  std::vector<const VarDecl *> Holders;
+  const auto *Binding = dyn_cast<BindingDecl>(D);
+  const auto *Whole =
+      Binding ? dyn_cast_or_null<VarDecl>(Binding->getDecomposedDecl())
+              : nullptr;
+  if (!Whole || !Whole->getType()->isReferenceType())
+    return Holders;
+  llvm::SmallVector<const Stmt *, 8> Work{Whole->getInit()};
+  while (!Work.empty()) {
+    const Stmt *S = Work.pop_back_val();
+    if (!S)
+      continue;
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+        Holders.push_back(Var);
+    for (const Stmt *Child : S->children())
+      Work.push_back(Child);
+  }
+  return Holders;
+}
+
 bool isTensorRecord(const CXXRecordDecl *Record) {
   if (!Record)
     return false;
@@ -358,13 +404,12 @@ bool isTensorFunction(const CallExpr *Call) {
 
 /// The local tensor a forward pass or a loss is fed, through calls that keep
 /// its rows (`x.to(device)`, `y.view({-1})`).
-const VarDecl *fedTensor(const Expr *E) {
+const ValueDecl *fedTensor(const Expr *E) {
   for (int Depth = 0; Depth < 8; ++Depth) {
     E = strip(E);
-    if (const VarDecl *Var = varOf(E))
-      return isTensorType(Var->getType()) && Var->isLocalVarDeclOrParm()
-                 ? Var
-                 : nullptr;
+    if (const ValueDecl *Var = tensorDeclOf(E))
+      return isTensorType(Var->getType()) && isLocalTensorDecl(Var) ? Var
+                                                                    : nullptr;
     const auto *Call = dyn_cast_or_null<CXXMemberCallExpr>(E);
     if (!Call || !isTensorMethod(Call))
       return nullptr;
@@ -388,13 +433,13 @@ bool isComparison(const CallExpr *Call) {
 /// The tensors a stretch of code feeds a model or compares with what the
 /// model gives (`criterion(out, y)`, `pred.eq(y)`): the rows to shard.
 void collectFedTensors(ASTContext &Context, const Stmt *S,
-                       llvm::function_ref<bool(const VarDecl *)> IsOuter,
-                       std::set<const VarDecl *> &Fed, bool &Forward) {
+                       llvm::function_ref<bool(const ValueDecl *)> IsOuter,
+                       std::set<const ValueDecl *> &Fed, bool &Forward) {
   if (!S || isa<LambdaExpr>(S))
     return;
   if (const auto *Call = dyn_cast<CallExpr>(S)) {
     auto Add = [&](const Expr *E) {
-      if (const VarDecl *Var = fedTensor(E))
+      if (const ValueDecl *Var = fedTensor(E))
         if (IsOuter(Var))
           Fed.insert(Var);
     };
@@ -428,18 +473,18 @@ struct Value {
   /// A tensor declared outside the stretch that is not sharded.
   bool Outer = false;
   /// For rows: the sharded tensors they come from.
-  std::set<const VarDecl *> From;
+  std::set<const ValueDecl *> From;
 };
 
 /// Classifies the expressions of a stretch of code by what they hold of the
 /// rows of Seeds (the file comment), and collects the edits of a shard.
 class RowClassifier {
 public:
-  RowClassifier(ASTContext &Context, std::set<const VarDecl *> Seeds,
-                std::function<bool(const VarDecl *)> IsOuter, RowRegion &Out)
+  RowClassifier(ASTContext &Context, std::set<const ValueDecl *> Seeds,
+                std::function<bool(const ValueDecl *)> IsOuter, RowRegion &Out)
       : Context(Context), Seeds(std::move(Seeds)), IsOuter(std::move(IsOuter)),
         Out(Out) {
-    for (const VarDecl *Seed : this->Seeds)
+    for (const ValueDecl *Seed : this->Seeds)
       Group[Seed] = Seed;
   }
 
@@ -495,9 +540,9 @@ public:
   /// Whether every sharded tensor is in one group (they meet in one
   /// expression, directly or not).
   bool oneGroup() {
-    const VarDecl *Root = nullptr;
-    for (const VarDecl *Seed : Seeds) {
-      const VarDecl *R = find(Seed);
+    const ValueDecl *Root = nullptr;
+    for (const ValueDecl *Seed : Seeds) {
+      const ValueDecl *R = find(Seed);
       if (Root && R != Root)
         return false;
       Root = R;
@@ -529,14 +574,14 @@ private:
     return V;
   }
 
-  const VarDecl *find(const VarDecl *Var) {
+  const ValueDecl *find(const ValueDecl *Var) {
     while (Group[Var] != Var)
       Var = Group[Var];
     return Var;
   }
-  void join(const std::set<const VarDecl *> &From) {
-    const VarDecl *Root = nullptr;
-    for (const VarDecl *Var : From) {
+  void join(const std::set<const ValueDecl *> &From) {
+    const ValueDecl *Root = nullptr;
+    for (const ValueDecl *Var : From) {
       if (Root)
         Group[find(Var)] = find(Root);
       Root = Var;
@@ -633,7 +678,7 @@ private:
   }
 
   Value assign(const Expr *LHS, const Expr *RHS) {
-    const VarDecl *Target = varOf(LHS);
+    const ValueDecl *Target = tensorDeclOf(LHS);
     if (Target && Seeds.count(Target))
       return bad("'" + Target->getNameAsString() + "' is re-assigned in it");
     Value V = classify(RHS);
@@ -698,7 +743,7 @@ private:
     if (LossInit && E == strip(LossInit))
       return classifyLoss(E);
     if (const auto *Ref = dyn_cast<DeclRefExpr>(E)) {
-      const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
+      const ValueDecl *Var = tensorDeclOf(Ref);
       Value V;
       if (!Var)
         return V;
@@ -768,7 +813,7 @@ private:
   bool mentionsRows(const Stmt *S) {
     if (!S)
       return false;
-    if (const VarDecl *Var = varOf(dyn_cast<Expr>(S)))
+    if (const ValueDecl *Var = tensorDeclOf(dyn_cast<Expr>(S)))
       if (Seeds.count(Var) || RowLocals.count(Var))
         return true;
     for (const Stmt *Child : S->children())
@@ -934,12 +979,12 @@ private:
   }
 
   ASTContext &Context;
-  std::set<const VarDecl *> Seeds;
-  std::function<bool(const VarDecl *)> IsOuter;
+  std::set<const ValueDecl *> Seeds;
+  std::function<bool(const ValueDecl *)> IsOuter;
   RowRegion &Out;
-  std::map<const VarDecl *, std::set<const VarDecl *>> RowLocals;
-  std::set<const VarDecl *> GlobalLocals;
-  std::map<const VarDecl *, const VarDecl *> Group;
+  std::map<const ValueDecl *, std::set<const ValueDecl *>> RowLocals;
+  std::set<const ValueDecl *> GlobalLocals;
+  std::map<const ValueDecl *, const ValueDecl *> Group;
   bool Recording = true;
   bool InOutput = false;
   bool SawGlobal = false;
@@ -1000,8 +1045,8 @@ void analyzeEvaluation(ASTContext &Context, const FunctionDecl *Function,
       After.push_back(S);
     Seen |= S == Loop;
   }
-  auto IsOuter = [&](const VarDecl *Var) {
-    return Var->isLocalVarDeclOrParm() &&
+  auto IsOuter = [&](const ValueDecl *Var) {
+    return isLocalTensorDecl(Var) &&
            before(SM, Var->getLocation(), Loop->getBeginLoc());
   };
   std::vector<const CallExpr *> Backwards;
@@ -1009,12 +1054,21 @@ void analyzeEvaluation(ASTContext &Context, const FunctionDecl *Function,
     collectBackwardCalls(S, Backwards);
   if (!Backwards.empty())
     return; // It trains again: no evaluation.
-  std::set<const VarDecl *> Fed;
+  std::set<const ValueDecl *> Fed;
   bool Forward = false;
   for (const Stmt *S : After)
     collectFedTensors(Context, S, IsOuter, Fed, Forward);
   if (Fed.empty() || !Forward)
     return;
+  // The evaluation reads the object a reference binding refers into: whole.
+  for (const ValueDecl *Var : Fed)
+    for (const VarDecl *Holder : referredHolders(Var))
+      for (const Stmt *S : After) {
+        std::vector<const DeclRefExpr *> Uses;
+        collectReferences(S, Holder, Uses);
+        if (!Uses.empty())
+          return;
+      }
   RowRegion Eval;
   RowClassifier Rows(Context, Fed, IsOuter, Eval);
   for (const Stmt *S : After)
@@ -1022,7 +1076,7 @@ void analyzeEvaluation(ASTContext &Context, const FunctionDecl *Function,
   if (!Rows.Why.empty() || Eval.Figures.empty() || !Rows.oneGroup())
     return;
   Eval.Tensors.assign(Fed.begin(), Fed.end());
-  llvm::sort(Eval.Tensors, [&](const VarDecl *A, const VarDecl *B) {
+  llvm::sort(Eval.Tensors, [&](const ValueDecl *A, const ValueDecl *B) {
     return before(SM, A->getLocation(), B->getLocation());
   });
   Result.Eval = std::move(Eval);
@@ -1145,21 +1199,47 @@ const Expr *lossReadCondition(ASTContext &Context, const Stmt *Loop,
 
 } // namespace
 
+void collectReferences(const Stmt *S, const ValueDecl *Tensor,
+                       std::vector<const DeclRefExpr *> &Out) {
+  if (!S)
+    return;
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(S))
+    if (Ref->getDecl() == Tensor)
+      Out.push_back(Ref);
+  for (const Stmt *Child : S->children())
+    collectReferences(Child, Tensor, Out);
+}
+
+bool rebindsInPlace(const ValueDecl *Tensor) {
+  QualType Type = Tensor->getType();
+  if (Type.isConstQualified() || Type->isReferenceType())
+    return false;
+  // A binding of a by-value `auto [x, y]` names a part of an object of its
+  // own: assignable. One of `auto &[x, y]` or `const auto [x, y]` refers
+  // into another object, or cannot be assigned.
+  if (const auto *Binding = dyn_cast<BindingDecl>(Tensor)) {
+    const auto *Whole = dyn_cast_or_null<VarDecl>(Binding->getDecomposedDecl());
+    return Whole && !Whole->getType()->isReferenceType() &&
+           !Whole->getType().isConstQualified();
+  }
+  return isa<VarDecl>(Tensor);
+}
+
 FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
                             TrainingOracle &Oracle, std::string *Why,
                             SourceLocation *WhyAt) {
   FullBatchLoop Result;
   // The tensors it feeds whole, named in each reason (once known).
-  std::set<const VarDecl *> Fed;
+  std::set<const ValueDecl *> Fed;
   auto Fail = [&](std::string Reason, SourceLocation At) {
     if (Why) {
-      std::vector<const VarDecl *> Names(Fed.begin(), Fed.end());
+      std::vector<const ValueDecl *> Names(Fed.begin(), Fed.end());
       const SourceManager &SM = Context.getSourceManager();
-      llvm::sort(Names, [&](const VarDecl *A, const VarDecl *B) {
+      llvm::sort(Names, [&](const ValueDecl *A, const ValueDecl *B) {
         return before(SM, A->getLocation(), B->getLocation());
       });
       std::string List;
-      for (const VarDecl *Var : Names)
+      for (const ValueDecl *Var : Names)
         List += (List.empty() ? "'" : ", '") + Var->getNameAsString() + "'";
       *Why = List.empty()
                  ? std::move(Reason)
@@ -1190,8 +1270,8 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
   if (!Function || InLoop || !Oracle.stepsOptimizer(Body))
     return Result;
   const SourceManager &SM = Context.getSourceManager();
-  auto IsOuter = [&](const VarDecl *Var) {
-    return Var->isLocalVarDeclOrParm() &&
+  auto IsOuter = [&](const ValueDecl *Var) {
+    return isLocalTensorDecl(Var) &&
            before(SM, Var->getLocation(), Loop->getBeginLoc());
   };
   if (isRowShardCall(Receiver)) {
@@ -1259,9 +1339,10 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
     Result.WholeAt = Rows.LossWhyAt;
     // The tensors it feeds whole, for the note.
     Result.Train.Tensors.assign(Fed.begin(), Fed.end());
-    llvm::sort(Result.Train.Tensors, [&](const VarDecl *A, const VarDecl *B) {
-      return before(SM, A->getLocation(), B->getLocation());
-    });
+    llvm::sort(Result.Train.Tensors,
+               [&](const ValueDecl *A, const ValueDecl *B) {
+                 return before(SM, A->getLocation(), B->getLocation());
+               });
     return Result;
   }
   if (Rows.LossValue.K != Row::Figure)
@@ -1269,14 +1350,14 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
                 Receiver->getBeginLoc());
   if (!Rows.Why.empty())
     return Fail(Rows.Why, Rows.WhyAt);
-  for (const VarDecl *Var : Fed)
+  for (const ValueDecl *Var : Fed)
     if (!Rows.LossValue.From.count(Var)) {
       std::vector<const DeclRefExpr *> Refs;
       collectReferences(Body, Var, Refs);
       return Fail("its loss does not take '" + Var->getNameAsString() + "'",
                   Refs.empty() ? Var->getLocation() : Refs[0]->getBeginLoc());
     }
-  for (const VarDecl *Var : Fed) {
+  for (const ValueDecl *Var : Fed) {
     std::vector<const DeclRefExpr *> Refs;
     collectReferences(Function->getBody(), Var, Refs);
     // Read again after the loop (a final figure on the training set): its
@@ -1289,6 +1370,16 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
       return Fail("'" + Var->getNameAsString() +
                       "' is a reference ddpify would change for its caller",
                   Var->getLocation());
+    // A binding of `auto &[x, y] = data;` refers into data: its shard gets
+    // a name of its own, which the loop must not bypass through data.
+    for (const VarDecl *Holder : referredHolders(Var)) {
+      std::vector<const DeclRefExpr *> Uses;
+      collectReferences(Body, Holder, Uses);
+      if (!Uses.empty())
+        return Fail("'" + Var->getNameAsString() + "' refers into '" +
+                        Holder->getNameAsString() + "', which it also uses",
+                    Uses.front()->getBeginLoc());
+    }
   }
   // The loss read again after backward(): global from there on.
   if (LossVar) {
@@ -1328,7 +1419,7 @@ FullBatchLoop fullBatchLoop(ASTContext &Context, const Stmt *Loop,
   Result.LossVar = LossVar;
   Result.BackwardStatement = Statement;
   Train.Tensors.assign(Fed.begin(), Fed.end());
-  llvm::sort(Train.Tensors, [&](const VarDecl *A, const VarDecl *B) {
+  llvm::sort(Train.Tensors, [&](const ValueDecl *A, const ValueDecl *B) {
     return before(SM, A->getLocation(), B->getLocation());
   });
   Result.Train = std::move(Train);

@@ -119,9 +119,9 @@ public:
   }
 
 private:
-  static std::string namesOf(llvm::ArrayRef<const VarDecl *> Tensors) {
+  static std::string namesOf(llvm::ArrayRef<const ValueDecl *> Tensors) {
     std::string Names;
-    for (const VarDecl *Var : Tensors)
+    for (const ValueDecl *Var : Tensors)
       Names += (Names.empty() ? "'" : ", '") + Var->getNameAsString() + "'";
     return Names;
   }
@@ -206,11 +206,9 @@ private:
     const SourceManager &SM = Context.getSourceManager();
     Declarations = "ddp::RowShard " + Shard + "(" +
                    Region.Tensors.front()->getNameAsString() + ".size(0));";
-    for (const VarDecl *Var : Region.Tensors) {
+    for (const ValueDecl *Var : Region.Tensors) {
       std::string Name = Var->getNameAsString();
-      QualType Type = Var->getType();
-      if (!Type.isConstQualified() && !Type->isReferenceType() &&
-          !Region.WholeAfter.count(Var)) {
+      if (rebindsInPlace(Var) && !Region.WholeAfter.count(Var)) {
         Declarations +=
             "\n" + Indent + Name + " = " + Shard + ".of(" + Name + ");";
         continue;

@@ -26,7 +26,8 @@ namespace ddpify {
 /// their rows that become global, their row counts that become the total.
 struct RowRegion {
   /// The aligned tensors, in declaration order; the first gives the count.
-  std::vector<const clang::VarDecl *> Tensors;
+  /// A variable, or a binding of a structured binding (`auto [x, y] = ...`).
+  std::vector<const clang::ValueDecl *> Tensors;
   /// A sum (true) or a mean over rows, each made global (rows.global_*).
   std::vector<std::pair<const clang::Expr *, bool>> Figures;
   /// `x.size(0)` of a sharded tensor: the total, rows.total_rows().
@@ -36,7 +37,7 @@ struct RowRegion {
   /// Tensors read again after the stretch (a final loss or accuracy on the
   /// training set): their shards get names of their own, so what follows
   /// sees the whole tensors and computes the one-process figure.
-  std::set<const clang::VarDecl *> WholeAfter;
+  std::set<const clang::ValueDecl *> WholeAfter;
 };
 
 /// A training loop fed whole tensors.
@@ -79,6 +80,17 @@ struct FullBatchLoop {
 FullBatchLoop fullBatchLoop(clang::ASTContext &Context, const clang::Stmt *Loop,
                             TrainingOracle &Oracle, std::string *Why = nullptr,
                             clang::SourceLocation *WhyAt = nullptr);
+
+/// Every reference to Tensor (a variable or a binding) in S: MatcherUtil's
+/// collectReferences for a ValueDecl.
+void collectReferences(const clang::Stmt *S, const clang::ValueDecl *Tensor,
+                       std::vector<const clang::DeclRefExpr *> &Out);
+
+/// Whether `x = rows.of(x);` may re-bind Tensor in place: a local or
+/// parameter neither const nor a reference, or a binding of a by-value,
+/// non-const structured binding (`auto [x, y] = make_data();`). Otherwise
+/// its shard takes a name of its own.
+bool rebindsInPlace(const clang::ValueDecl *Tensor);
 
 } // namespace ddpify
 

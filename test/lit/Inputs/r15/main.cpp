@@ -242,6 +242,81 @@ void final_on_training_set(torch::Tensor x, torch::Tensor y) {
   std::printf("final train_mse %.4f\n", final_mse);
 }
 
+// Tensors bound by structured bindings.
+std::pair<torch::Tensor, torch::Tensor> make_data(int64_t count) {
+  auto inputs = torch::randn({count, 4});
+  return {inputs, inputs.sum(1, true)};
+}
+
+// A by-value binding names a pair of its own: re-bound to its rows in place.
+void bound_by_value() {
+  auto [x, y] = make_data(101);
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  for (int step = 0; step < 10; ++step) {
+    optimizer.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    optimizer.step();
+  }
+}
+
+// Bound, then placed on the device.
+void bound_then_placed(torch::Device device) {
+  auto [x, y] = make_data(101);
+  x = x.to(device);
+  y = y.to(device);
+  torch::nn::Linear model(4, 1);
+  model->to(device);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  for (int step = 0; step < 10; ++step) {
+    optimizer.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    optimizer.step();
+  }
+}
+
+// A const binding cannot be re-assigned: its shard has a name of its own.
+void bound_const() {
+  const auto [x, y] = make_data(101);
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  for (int step = 0; step < 10; ++step) {
+    optimizer.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    optimizer.step();
+  }
+}
+
+// A binding by reference refers into the caller's pair, which must keep its
+// whole tensors: the shard has a name of its own.
+void bound_by_reference(std::pair<torch::Tensor, torch::Tensor> &data) {
+  auto &[x, y] = data;
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  for (int step = 0; step < 10; ++step) {
+    optimizer.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    optimizer.step();
+  }
+}
+
+// ... but not when the loop also reads the pair it refers into.
+void bound_and_held(std::pair<torch::Tensor, torch::Tensor> &data) {
+  auto &[x, y] = data;
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  for (int step = 0; step < 10; ++step) {
+    optimizer.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), data.second);
+    loss.backward();
+    optimizer.step();
+  }
+}
+
 int main() {
   torch::manual_seed(0);
   auto x = torch::randn({101, 4}), y = torch::randn({101, 1});
@@ -259,5 +334,11 @@ int main() {
   logged_by_count(x, y);
   used_after(x, y);
   final_on_training_set(x, y);
+  bound_by_value();
+  bound_then_placed(torch::kCPU);
+  bound_const();
+  auto data = make_data(101);
+  bound_by_reference(data);
+  bound_and_held(data);
   return 0;
 }

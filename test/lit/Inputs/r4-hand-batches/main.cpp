@@ -183,7 +183,7 @@ int main() {
     }
   }
   std::cout << "last " << since_print << '\n';
-  // Left alone: full batch.
+  // A full batch: R15's, not R4's.
   for (int step = 0; step < 3; ++step) {
     auto loss = torch::mse_loss(model->forward(x), y);
     optimizer.zero_grad();
