@@ -76,7 +76,7 @@ int main() {
   torch::Tensor targets;
   inputs = train.first.to(device);
   targets = train.second.to(device);
-//@| a structured binding used directly !open
+//@| a structured binding used directly
   auto [inputs, targets] = make_data(1000);
   inputs = inputs.to(device);
   targets = targets.to(device);
