@@ -234,7 +234,8 @@ IDIOMS = {
     # shuffle (the same on every rank: one seed), batches by narrow/slice in
     # an index loop. Sharded by R4 over ddp::batch_starts (each rank every
     # 2nd batch: the reference at 2B sees their union), the epoch's loss sum
-    # all-reduced by R11. Built with -Wall -Wextra -Werror.
+    # all-reduced by R11; the last loop, on the full set, sharded by rows
+    # (R15). Built with -Wall -Wextra -Werror.
     "manual_slices": dict(
         exe="manual_slices", args=lambda b, i: [str(b)], models=1,
         progress=dict(pattern=r"^progress ", expect=manual_slices_progress),
@@ -248,7 +249,13 @@ IDIOMS = {
             r"batch\)\) \{\n *from = ddp_from;",
             r"while_loss = ddp::all_reduce\(while_loss\);",
             r"for \(const auto &picked :\n? *ddp::rank_batches\(",
-            r"non-torch-loader: .*\n *for \(int step = 0; step < 3; \+\+step\)"]}),
+            # The full-set loop, its tensors read again by the final mse:
+            # R15's, the loop's shard under names of its own, the final
+            # mse made global by an evaluation shard (issue 58, 2a).
+            r"full-batch-sharded: .*\n *ddp::RowShard rows\(inputs.size\(0\)\);"
+            r"\n *const torch::Tensor inputs_rows = rows.of\(inputs\);",
+            r"eval_rows\.global_mean\(torch::mse_loss\(model->forward\(inputs\), "
+            r"targets\)\)"]}),
     # Two trainings whose data ddpify must not share out: a policy learned
     # from its own rollouts (REINFORCE; an episode ends early when the agent
     # leaves the corridor: a rollout that takes part in no collective, so
