@@ -798,7 +798,7 @@ namespace {
 // The n-th value of a stream derived from the job seed (splitmix64), or
 // nullopt where one process runs: it keeps the seed it drew. `who` names the
 // call in the error before init() under a launcher.
-std::optional<uint64_t> job_seed_draw(std::atomic<uint64_t> State::*counter,
+std::optional<uint64_t> job_seed_draw(std::atomic<uint64_t> State::* counter,
                                       uint64_t stream, const char* who) {
   if (!is_initialized()) {
     int launched = 1;

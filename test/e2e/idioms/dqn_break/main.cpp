@@ -76,7 +76,8 @@ int main(int argc, char **argv) {
         action = coin(gen) < 0.5 ? 0 : 1;
       } else {
         torch::NoGradGuard no_grad;
-        action = network->forward(one_hot(cell).to(device)).argmax().item<int>();
+        action =
+            network->forward(one_hot(cell).to(device)).argmax().item<int>();
       }
       const int next = step(cell, action);
       const bool done = next == kCells - 1;

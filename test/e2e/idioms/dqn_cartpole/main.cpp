@@ -16,9 +16,7 @@ struct QNetImpl : torch::nn::Module {
   QNetImpl()
       : fc1(register_module("fc1", torch::nn::Linear(4, 64))),
         fc2(register_module("fc2", torch::nn::Linear(64, 2))) {}
-  torch::Tensor forward(torch::Tensor x) {
-    return fc2(torch::relu(fc1(x)));
-  }
+  torch::Tensor forward(torch::Tensor x) { return fc2(torch::relu(fc1(x))); }
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 TORCH_MODULE(QNet);

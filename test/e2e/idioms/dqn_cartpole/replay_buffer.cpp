@@ -34,6 +34,6 @@ Batch ReplayBuffer::sample(size_t batch_size) {
     r.push_back(rewards_[k]);
     d.push_back(dones_[k]);
   }
-  return {torch::stack(s), torch::tensor(a), torch::tensor(r),
-          torch::stack(n), torch::tensor(d)};
+  return {torch::stack(s), torch::tensor(a), torch::tensor(r), torch::stack(n),
+          torch::tensor(d)};
 }

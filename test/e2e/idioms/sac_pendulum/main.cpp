@@ -32,10 +32,10 @@ struct Actor : torch::nn::Module {
     auto std = log_std(h).clamp(-5, 1).exp();
     auto u = mu + std * torch::randn_like(mu);
     auto action = torch::tanh(u);
-    auto log_prob = (-0.5 * ((u - mu) / std).pow(2) - std.log() -
-                     0.5 * std::log(2 * M_PI) -
-                     torch::log(1 - action.pow(2) + 1e-6))
-                        .sum(1, true);
+    auto log_prob =
+        (-0.5 * ((u - mu) / std).pow(2) - std.log() - 0.5 * std::log(2 * M_PI) -
+         torch::log(1 - action.pow(2) + 1e-6))
+            .sum(1, true);
     return {2 * action, log_prob};
   }
 
@@ -75,8 +75,8 @@ public:
     return observe();
   }
   float step(float torque) {
-    const float cost = theta_ * theta_ + 0.1f * omega_ * omega_ +
-                       0.001f * torque * torque;
+    const float cost =
+        theta_ * theta_ + 0.1f * omega_ * omega_ + 0.001f * torque * torque;
     omega_ += (3 * 10.0f / 2 * std::sin(theta_) + 3.0f * torque) * 0.05f;
     omega_ = std::max(-8.0f, std::min(8.0f, omega_));
     theta_ = std::remainder(theta_ + omega_ * 0.05f, 2 * M_PI);
@@ -207,9 +207,9 @@ int main(int argc, char *argv[]) {
                                   stacked(rewards), stacked(next_states));
       ++updates;
     }
-    std::printf("episode %d return %.4f critic_loss %.6f alpha %.6f\n",
-                episode, episode_return,
-                updates ? critic_loss / updates : 0.0, agent.alpha());
+    std::printf("episode %d return %.4f critic_loss %.6f alpha %.6f\n", episode,
+                episode_return, updates ? critic_loss / updates : 0.0,
+                agent.alpha());
   }
   return 0;
 }
