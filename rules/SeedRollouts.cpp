@@ -180,15 +180,17 @@ private:
     // environment's step()) cannot be named here: one seeded at run time
     // draws per rank through R13's ddp::rollout_seed, one seeded alike on
     // every rank is named in the note.
+    std::vector<const VarDecl *> InScope;
     std::string Unnamed;
     for (const VarDecl *Engine : Found.Engines) {
       const DeclContext *Owner = Engine->getParentFunctionOrMethod();
-      if (!Owner || Owner == Function)
+      if (!Owner || Owner == Function) {
+        InScope.push_back(Engine);
         continue;
+      }
       bool Shared = false;
-      if (Engine->getInit() && drawsRunTimeSeed(Engine->getInit(), Shared))
-        continue;
-      if (Shared)
+      if ((Engine->getInit() && drawsRunTimeSeed(Engine->getInit(), Shared)) ||
+          Shared)
         continue;
       const auto *OwnerFunction = dyn_cast<FunctionDecl>(Owner);
       Unnamed +=
@@ -199,17 +201,11 @@ private:
     }
     if (!Reseeds) {
       Statements.push_back("ddp::reseed_per_rank();");
-      for (const VarDecl *Engine : Found.Engines) {
-        const DeclContext *Owner = Engine->getParentFunctionOrMethod();
-        if (Owner && Owner != Function)
-          continue;
+      for (const VarDecl *Engine : InScope)
         if (SM.isBeforeInTranslationUnit(Engine->getLocation(),
-                                         Outer->getBeginLoc()) &&
-            !SM.isBeforeInTranslationUnit(Outer->getBeginLoc(),
-                                          Engine->getLocation()))
+                                         Outer->getBeginLoc()))
           Statements.push_back("ddp::reseed_per_rank(" +
                                Engine->getNameAsString() + ");");
-      }
     }
     Finding Note = reportNoteFor(
         Reseeds ? Locator.make(*Context, SourceRange(Reseeds->getBeginLoc()),
